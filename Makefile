@@ -1,0 +1,26 @@
+# Two entry points: `make demo` (set up, then run featdel on the default corpus) and
+# `make test` (set up, then run the whole test suite). Both build .venv first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO_OUT ?= runs/demo
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev,train]'
+	touch $(STAMP)
+
+demo: venv
+	$(BIN)/featdel run --corpus corpora/default.toml --out $(DEMO_OUT)
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs

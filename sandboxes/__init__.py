@@ -1,0 +1,1 @@
+"""Sandbox backends (imported as `featdel.sandboxes`): where untrusted code runs."""

@@ -1,0 +1,95 @@
+"""The sandbox protocol: what every backend (local bubblewrap, docker) offers the pipeline.
+
+A backend opens a `Sandbox` around one host work directory. The sandbox can stay warm and run
+several commands; each `run` returns a `RunResult` and never raises because the *command*
+failed: it raises `SandboxError` only when the sandbox itself broke. That split is what lets the
+pipeline tell "the tests failed" from "the sandbox or environment broke".
+
+Paths: the work directory is mounted writable at `mount_at` (default: its own host path), so
+an editable install made against `mount_at` resolves inside the sandbox. `readonly` host paths
+(a virtual environment, the interpreter it links to) are visible read-only at their own paths.
+Nothing else of the host is readable beyond the system directories a process needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """Resource limits for one command. `None` means no limit of that kind."""
+
+    timeout_s: float = 900.0
+    memory_bytes: int | None = 4 * GiB
+    pids: int | None = 512
+    cpus: float | None = None
+    output_cap_bytes: int = 4 * MiB
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResult:
+    """What one command did. `exit_code` is 124 on timeout and 137 when killed (shell style)."""
+
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    killed: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.killed
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SandboxSpec:
+    """How to open a sandbox: the work directory and what else it may see."""
+
+    workdir: Path
+    mount_at: Path | None = None  # where workdir appears inside; default: its host path
+    readonly: tuple[Path, ...] = ()  # extra host paths visible read-only at the same path
+    image: str | None = None  # docker backend: the image to run in
+    limits: Limits = field(default_factory=Limits)
+    network: bool = False  # only environment builds may ask for the network
+
+
+class Sandbox(Protocol):
+    """A warm sandbox: run commands in it, then close it (or use it as a context manager)."""
+
+    spec: SandboxSpec
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Sandbox: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class Backend(Protocol):
+    """A way of isolating commands. `unavailable()` says why it cannot run here, or None."""
+
+    name: str
+
+    def unavailable(self) -> str | None: ...
+
+    def open(self, spec: SandboxSpec) -> Sandbox: ...

@@ -1,0 +1,1 @@
+"""The RL trainer (imported as `featdel.trainer`). Needs the `train` extra (torch)."""
