@@ -1,0 +1,1 @@
+"""Deletion strategies: one registry, seeded and deterministic (see `registry.py`)."""
