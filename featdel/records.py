@@ -84,6 +84,10 @@ class Deletion:
     removed: list[str]
     keep_docstrings: bool = True
     seed: int = 0
+    # the part of deleted_symbols whose body was stubbed rather than the definition removed
+    stubbed_symbols: list[str] = dataclasses.field(default_factory=list)
+    # "path::qualname" a strategy tried to delete but kept because the check failed
+    rolled_back: list[str] = dataclasses.field(default_factory=list)
 
 
 def to_json(record: Any) -> str:

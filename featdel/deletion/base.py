@@ -1,0 +1,162 @@
+"""What every deletion strategy shares: the protocol, the check contract, the read-only tree.
+
+In: the original repository (`root`, never written), a `Candidate`, and a caller-supplied
+`check`. Out: a `Deletion` whose `files` hold the full new text of each changed file (None for a
+removed file), or a `NotApplicable` saying why the strategy does not fit.
+
+The check is the caller's because only the caller knows how the repository imports and collects
+(sandbox, environment, pytest); strategies only promise to call it after each step and to roll a
+step back when it does not answer exactly `True` (a reason string is truthy, so `is True`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from featdel.errors import FeatdelError
+from featdel.records import Candidate, Deletion
+from featdel.spans import Symbol, has_syntax_error, is_test_path, parse, python_files, symbols
+
+Edits = dict[str, str | None]
+Check = Callable[[Edits], "bool | str"]
+
+
+class NotApplicable(FeatdelError):
+    """The strategy does not fit this candidate; the message is the reason to record."""
+
+
+class RolledBack(NotApplicable):
+    """Every step the strategy tried was rolled back because the check failed."""
+
+
+class Strategy(Protocol):
+    name: str
+    kinds: frozenset[str]  # candidate kinds the strategy can start from
+
+    def apply(
+        self,
+        root: Path,
+        candidate: Candidate,
+        *,
+        check: Check,
+        keep_docstrings: bool,
+        rng: random.Random,
+    ) -> Deletion: ...
+
+
+def passes(check: Check, edits: Edits) -> tuple[bool, str]:
+    """Run the caller's check on cumulative edits after verifying every edited file parses."""
+    for path, text in sorted(edits.items()):
+        if text is not None and has_syntax_error(text.encode()):
+            return False, f"edit left a syntax error in {path}"
+    verdict = check(dict(edits))
+    if verdict is True:
+        return True, ""
+    return False, verdict if isinstance(verdict, str) and verdict else "check failed"
+
+
+def deletion_id(repo: str, strategy: str, target: str, keep_docstrings: bool) -> str:
+    """Deterministic id from what determines the output. The seed is not part of it: no current
+    strategy draws from the rng, so the same target and options give the same deletion."""
+    key = f"{target}\0{strategy}\0docstrings={int(keep_docstrings)}"
+    return f"{repo}__{strategy}__{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+
+
+def make_deletion(
+    candidate: Candidate,
+    strategy: str,
+    *,
+    keep_docstrings: bool,
+    deleted: list[str],
+    files: Edits,
+    removed: list[str],
+    stubbed: list[str] | None = None,
+    rolled_back: list[str] | None = None,
+) -> Deletion:
+    target = f"{candidate.path}::{candidate.qualname}"
+    return Deletion(
+        deletion_id=deletion_id(candidate.repo, strategy, target, keep_docstrings),
+        repo=candidate.repo,
+        strategy=strategy,
+        target=target,
+        deleted_symbols=list(deleted),
+        files=dict(sorted(files.items())),
+        removed=list(removed),
+        keep_docstrings=keep_docstrings,
+        stubbed_symbols=list(stubbed or []),
+        rolled_back=list(rolled_back or []),
+    )
+
+
+@dataclass
+class Tree:
+    """Lazy, cached, read-only view of the original repository (bytes, parse trees, symbols)."""
+
+    root: Path
+    _bytes: dict[str, bytes] = field(default_factory=dict)
+    _trees: dict[str, object] = field(default_factory=dict)
+    _symbols: dict[str, list[Symbol]] = field(default_factory=dict)
+    _paths: list[str] | None = None
+
+    def paths(self) -> list[str]:
+        """Every Python file, relative POSIX paths, sorted."""
+        if self._paths is None:
+            self._paths = [p.relative_to(self.root).as_posix() for p in python_files(self.root)]
+        return self._paths
+
+    def source_paths(self) -> list[str]:
+        return [p for p in self.paths() if not is_test_path(p)]
+
+    def read(self, rel: str) -> bytes:
+        if rel not in self._bytes:
+            path = self.root / rel
+            if not path.is_file():
+                raise NotApplicable(f"{rel} does not exist")
+            data = path.read_bytes()
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise NotApplicable(f"{rel} is not UTF-8") from exc
+            self._bytes[rel] = data
+        return self._bytes[rel]
+
+    def tree(self, rel: str):
+        if rel not in self._trees:
+            self._trees[rel] = parse(self.read(rel))
+        return self._trees[rel]
+
+    def symbols(self, rel: str) -> list[Symbol]:
+        if rel not in self._symbols:
+            self._symbols[rel] = symbols(self.read(rel), rel)
+        return self._symbols[rel]
+
+    def find(self, rel: str, qualname: str) -> list[Symbol]:
+        """Every definition of `qualname` in `rel` (a property's getter and setter, overloads)."""
+        return [s for s in self.symbols(rel) if s.qualname == qualname]
+
+    def within(self, rel: str, outer: Symbol) -> list[Symbol]:
+        """`outer` and every symbol nested in it."""
+        return [s for s in self.symbols(rel) if outer.start_byte <= s.start_byte and s.end_byte <= outer.end_byte]
+
+
+def target_symbols(tree: Tree, candidate: Candidate, kinds: frozenset[str]) -> list[Symbol]:
+    """The candidate's definitions, after checking the kind fits and the file is source code."""
+    if candidate.kind not in kinds:
+        raise NotApplicable(f"kind {candidate.kind!r} is not one of {sorted(kinds)}")
+    if is_test_path(candidate.path):
+        raise NotApplicable(f"{candidate.path} is test code")
+    found = tree.find(candidate.path, candidate.qualname)
+    if not found:
+        raise NotApplicable(f"{candidate.path}::{candidate.qualname} not found")
+    if any(s.kind != candidate.kind for s in found):
+        raise NotApplicable(f"{candidate.qualname} is a {found[0].kind}, not a {candidate.kind}")
+    return found
+
+
+def decode(data: bytes) -> str:
+    return data.decode("utf-8")

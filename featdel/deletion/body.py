@@ -1,0 +1,123 @@
+"""The `body` strategy: a function or method keeps its signature (and, by option, its docstring);
+its body becomes `raise NotImplementedError`.
+
+In: the original tree and a function/method candidate. Out: one edited file. Every definition of
+the qualname in the file is stubbed (a property's getter and setter, `typing.overload` variants),
+since stubbing only one would leave the implementation in the other. commit0 stubs this way; the
+import check still runs, because a stubbed decorator or a function called at import time breaks
+the package.
+
+Layouts handled: `def f(): return 1` (the stub stays on the header line), multi-line headers,
+decorators, `async def`, a body that is only a docstring, comments between the header and the
+body (dropped: they describe the implementation). A body that already is `pass`, `...` or
+`raise NotImplementedError` is not applicable: stubbing it would delete nothing.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from featdel.deletion.base import (
+    Check,
+    NotApplicable,
+    RolledBack,
+    Tree,
+    decode,
+    make_deletion,
+    passes,
+    target_symbols,
+)
+from featdel.deletion.splice import Lines, Splice, apply, owned_rows, statement_node
+from featdel.records import Candidate, Deletion
+
+STUB = b"raise NotImplementedError"
+
+
+def is_docstring(node) -> bool:
+    return (
+        node.type == "expression_statement"
+        and len(node.named_children) == 1
+        and node.named_children[0].type in ("string", "concatenated_string")
+    )
+
+
+def _is_trivial(stmts: list) -> bool:
+    if len(stmts) != 1:
+        return False
+    node = stmts[0]
+    if node.type == "pass_statement":
+        return True
+    if node.type == "expression_statement" and node.text.strip() == b"...":
+        return True
+    return node.type == "raise_statement" and node.text.split(b"(")[0].split() == [b"raise", b"NotImplementedError"]
+
+
+def function_node(outer):
+    return outer if outer.type == "function_definition" else outer.child_by_field_name("definition")
+
+
+def stub_splice(lines: Lines, outer, *, keep_docstring: bool) -> Splice:
+    """The splice that turns one function definition's body into the stub."""
+    fn = function_node(outer)
+    if fn is None or fn.type != "function_definition":
+        raise NotApplicable("not a function definition")
+    body = fn.child_by_field_name("body")
+    stmts = [c for c in body.named_children if c.type != "comment"]
+    doc = stmts[0] if stmts and is_docstring(stmts[0]) else None
+    rest = stmts[1:] if doc is not None else stmts
+    if _is_trivial(rest):
+        raise NotApplicable("the body is already a stub")
+    colon = [c for c in fn.children if c.type == ":" and c.end_byte <= body.start_byte][-1]
+    _, last = owned_rows(lines, outer)
+    end = lines.content_end(last)
+    kept_doc = doc is not None and keep_docstring
+    if body.start_point[0] == colon.start_point[0]:  # `def f(): ...` on one line
+        text = (doc.text + b"; " if kept_doc else b"") + STUB
+        return Splice(body.start_byte, end, text)
+    indent = lines.indent(stmts[0].start_point[0])
+    parts = []
+    if kept_doc:
+        parts.append(lines.newline + lines.source[lines.start(doc.start_point[0]) : doc.end_byte])
+    parts.append(lines.newline + indent + STUB)
+    return Splice(lines.content_end(colon.start_point[0]), end, b"".join(parts))
+
+
+def replaced(source: bytes, splice: Splice) -> str:
+    """The original text a stub replaced: the body lines (and the docstring when stripped)."""
+    return source[splice.start : splice.end].decode("utf-8").lstrip("\r\n")
+
+
+class BodyStrategy:
+    name = "body"
+    kinds = frozenset({"function", "method"})
+
+    def apply(
+        self,
+        root: Path,
+        candidate: Candidate,
+        *,
+        check: Check,
+        keep_docstrings: bool,
+        rng: random.Random,
+    ) -> Deletion:
+        tree = Tree(root)
+        found = target_symbols(tree, candidate, self.kinds)
+        source = tree.read(candidate.path)
+        lines = Lines(source, tree.tree(candidate.path))
+        outers = [statement_node(tree.tree(candidate.path), s) for s in found]
+        splices = [stub_splice(lines, o, keep_docstring=keep_docstrings) for o in outers]
+        edits = {candidate.path: decode(apply(source, splices))}
+        ok, reason = passes(check, edits)
+        if not ok:
+            raise RolledBack(f"stubbing {candidate.qualname} fails the check: {reason}")
+        target = f"{candidate.path}::{candidate.qualname}"
+        return make_deletion(
+            candidate,
+            self.name,
+            keep_docstrings=keep_docstrings,
+            deleted=[target],
+            files=edits,
+            removed=[replaced(source, s) for s in splices],
+            stubbed=[target],
+        )

@@ -1,0 +1,82 @@
+"""The `function`, `method` and `class` strategies: remove the definition outright.
+
+In: the original tree and a candidate of the strategy's kind. Out: one edited file with every
+definition of the qualname gone (decorators, attached comments and a property's setter too), a
+class emptied of its last statement keeping `pass`, blank lines collapsed. Other code may still
+refer to the name: the caller's check decides, and a removal that breaks import or collection is
+rolled back (FeatureBench's rule) and reported as `RolledBack`. Docstrings go with the definition,
+so the recorded `keep_docstrings` is False whatever was asked.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from featdel.deletion.base import (
+    Check,
+    RolledBack,
+    Tree,
+    decode,
+    make_deletion,
+    passes,
+    target_symbols,
+)
+from featdel.deletion.splice import Lines, Splice, apply, removal, snippet, statement_node
+from featdel.records import Candidate, Deletion
+from featdel.spans import Symbol
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """The removal of some definitions from one file, before it is applied."""
+
+    path: str
+    splices: list[Splice]
+    deleted: list[str]  # "path::qualname", nested symbols included
+    removed: list[str]  # the original text of each removed definition
+
+
+def cut(tree: Tree, path: str, found: list[Symbol]) -> Cut:
+    source, ts = tree.read(path), tree.tree(path)
+    lines = Lines(source, ts)
+    outers = [statement_node(ts, s) for s in found]
+    deleted: list[str] = []
+    for s in found:
+        for inner in tree.within(path, s):
+            name = f"{path}::{inner.qualname}"
+            if name not in deleted:
+                deleted.append(name)
+    return Cut(path, removal(source, ts, outers), deleted, [snippet(lines, o) for o in outers])
+
+
+class RemovalStrategy:
+    def __init__(self, name: str, kind: str):
+        self.name = name
+        self.kinds = frozenset({kind})
+
+    def apply(
+        self,
+        root: Path,
+        candidate: Candidate,
+        *,
+        check: Check,
+        keep_docstrings: bool,
+        rng: random.Random,
+    ) -> Deletion:
+        tree = Tree(root)
+        found = target_symbols(tree, candidate, self.kinds)
+        c = cut(tree, candidate.path, found)
+        edits = {candidate.path: decode(apply(tree.read(candidate.path), c.splices))}
+        ok, reason = passes(check, edits)
+        if not ok:
+            raise RolledBack(f"removing {candidate.qualname} fails the check: {reason}")
+        return make_deletion(
+            candidate,
+            self.name,
+            keep_docstrings=False,
+            deleted=c.deleted,
+            files=edits,
+            removed=c.removed,
+        )

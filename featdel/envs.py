@@ -1,0 +1,113 @@
+"""One virtual environment per repo@commit@recipe, built once and reused.
+
+In: a `PinnedSource` and a `Recipe`. Out: an `Env` whose `src/` holds the tree at the commit
+(no VCS data) installed editable into `venv/`. The directory name is the cache key
+(repo, commit, recipe hash); a `ready.json` marker written last makes a half-built env count as
+missing, so an interrupted build is redone rather than trusted.
+
+The install runs the repository's own build code with the network on; it happens on the host
+before any test runs (mining trusts the upstream repository; only tests and learner code run
+sandboxed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from featdel.errors import EnvBuildError
+from featdel.records import Recipe
+from featdel.sources import PinnedSource, cache_root, checkout
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Env:
+    root: Path
+    recipe: Recipe
+
+    @property
+    def src(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def venv(self) -> Path:
+        return self.root / "venv"
+
+    @property
+    def python_prefix(self) -> Path:
+        """The interpreter installation the venv links to: sandboxes must see it read-only."""
+        return Path(sys.base_prefix)
+
+    def environ(self) -> dict[str, str]:
+        """Variables for running the repo's commands in this environment."""
+        return {
+            "PATH": f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "VIRTUAL_ENV": str(self.venv),
+            "HOME": str(self.root / "home"),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            "LANG": "C.UTF-8",
+        }
+
+
+def env_dir(source: PinnedSource, recipe: Recipe) -> Path:
+    return cache_root() / "envs" / f"{source.name}-{source.commit[:12]}-{recipe.key()}"
+
+
+def load(root: Path) -> Env | None:
+    marker = root / "ready.json"
+    if not marker.exists():
+        return None
+    from featdel.records import from_dict
+
+    return Env(root=root, recipe=from_dict(Recipe, json.loads(marker.read_text())["recipe"]))
+
+
+def build(source: PinnedSource, recipe: Recipe, *, tree_ready: Path | None = None, timeout_s: float = 1200) -> Env:
+    """Build (or reuse) the environment. `tree_ready` is a checkout to move into place."""
+    root = env_dir(source, recipe)
+    existing = load(root)
+    if existing is not None:
+        return existing
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    env = Env(root=root, recipe=recipe)
+    if tree_ready is not None:
+        shutil.copytree(tree_ready, env.src, symlinks=True)
+    else:
+        checkout(source, env.src)
+    (root / "home").mkdir()
+    log = root / "build.log"
+    _run([sys.executable, "-m", "venv", str(env.venv)], cwd=root, env=os.environ, log=log, timeout=300)
+    variables = {**os.environ, **env.environ(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    variables.pop("PYTHONDONTWRITEBYTECODE")  # byte-compiling the venv once saves every test run
+    for argv in recipe.install:
+        _run(argv, cwd=env.src, env=variables, log=log, timeout=timeout_s)
+    _scrub_build_outputs(env.src)
+    (root / "ready.json").write_text(json.dumps({"recipe": asdict(recipe)}, indent=1))
+    return env
+
+
+def _run(argv: list[str], *, cwd: Path, env, log: Path, timeout: float) -> None:
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(argv)}\n")
+        fh.flush()
+        try:
+            done = subprocess.run(argv, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise EnvBuildError(f"install step timed out after {timeout:.0f}s: {' '.join(argv)} (see {log})") from None
+    if done.returncode != 0:
+        tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:]
+        raise EnvBuildError(f"install failed: {' '.join(argv[2:])}: {tail[0][:200] if tail else ''} (see {log})")
+
+
+def _scrub_build_outputs(tree: Path) -> None:
+    """An editable install may leave egg-info or build/ in the tree: not part of the source."""
+    for pattern in ("*.egg-info", "src/*.egg-info", "build"):
+        for path in tree.glob(pattern):
+            shutil.rmtree(path, ignore_errors=True)

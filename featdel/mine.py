@@ -1,0 +1,150 @@
+"""Stage 1, mine: pin each source, build its environment, record a baseline and a coverage map.
+
+In: source specs (with manifest overrides) and a run directory. Out, per repo:
+`RUN_DIR/repos/<name>/baseline.json` (every test's outcome in each baseline run, duration,
+flakiness) and `coverage.json` (which tests execute which symbol), plus one `RepoRecord` line in
+`RUN_DIR/repos.jsonl`. A repo already recorded as mined or rejected is not redone; a broken one
+(source, install or sandbox trouble) is retried. One bad repo never stops the batch: it becomes
+a record with a status and a one-line reason.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from featdel.corpus import CorpusEntry
+from featdel.errors import FeatdelError
+from featdel.records import RepoRecord, RepoStatus, append_jsonl, read_jsonl
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Thresholds:
+    """What makes a repo usable. Every miss becomes a `rejected` record naming the threshold."""
+
+    min_passing: int = 10
+    max_failure_rate: float = 0.2  # failed or erroring tests / collected tests
+    max_suite_seconds: float = 600.0
+    min_coverage: float = 30.0  # percent of the package's statements run by the suite
+    baseline_runs: int = 3
+
+
+def latest_records(run_dir: Path) -> dict[str, RepoRecord]:
+    """The last record of each source in repos.jsonl (a retried repo appends a new line)."""
+    return {r.source: r for r in read_jsonl(run_dir / "repos.jsonl", RepoRecord)}
+
+
+def mine(
+    entries: list[CorpusEntry],
+    run_dir: Path,
+    *,
+    backend,
+    thresholds: Thresholds = Thresholds(),
+    jobs: int = 1,
+    on_step: Callable[[str, str], None] = lambda source, step: None,
+) -> list[RepoRecord]:
+    """Mine every entry not yet done; return the latest record of every entry."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    done = latest_records(run_dir)
+    todo = [e for e in entries if e.source not in done or done[e.source].status == RepoStatus.BROKEN]
+    for e in entries:
+        if e not in todo:
+            on_step(e.source, "resumed")
+
+    def work(entry: CorpusEntry) -> RepoRecord:
+        record = mine_one(entry, run_dir, backend=backend, thresholds=thresholds, on_step=on_step)
+        append_jsonl(run_dir / "repos.jsonl", record)
+        on_step(entry.source, "done")
+        return record
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for record in pool.map(work, todo):
+            done[record.source] = record
+    return [done[e.source] for e in entries if e.source in done]
+
+
+def mine_one(entry: CorpusEntry, run_dir: Path, *, backend, thresholds: Thresholds, on_step) -> RepoRecord:
+    from featdel import envs, recipe, sources
+
+    record = RepoRecord(source=entry.source, name=entry.source)
+    try:
+        on_step(entry.source, "pin")
+        pinned = sources.resolve(entry.source)
+        record = replace(record, name=pinned.name, commit=pinned.commit)
+        with tempfile.TemporaryDirectory(prefix="featdel-tree-") as tmp:
+            tree = Path(tmp) / "src"
+            sources.checkout(pinned, tree)
+            built = recipe.detect(tree, entry.overrides)
+            if not built.package_dirs:
+                return replace(record, status=RepoStatus.REJECTED, reason="no importable package found in the tree")
+            on_step(entry.source, "install")
+            env = envs.build(pinned, built, tree_ready=tree)
+        record = replace(record, recipe=env.recipe, env_dir=str(env.root))
+        on_step(entry.source, "baseline")
+        timeout = entry.overrides.timeout_s or thresholds.max_suite_seconds
+        return _baseline(record, env, run_dir / "repos" / pinned.name, backend, thresholds, timeout)
+    except FeatdelError as exc:
+        return replace(record, status=RepoStatus.BROKEN, reason=str(exc))
+
+
+def _baseline(record: RepoRecord, env, out: Path, backend, thresholds: Thresholds, timeout: float) -> RepoRecord:
+    from featdel import coverage_map
+    from featdel.testrun import RunOptions, run_suite
+
+    out.mkdir(parents=True, exist_ok=True)
+    data_file = out / "coverage.sqlite"
+    runs = []
+    for i in range(thresholds.baseline_runs):
+        # The first run measures coverage (per-test contexts); all runs vote on outcomes.
+        options = RunOptions(timeout_s=timeout * (2 if i == 0 else 1), coverage_to=data_file if i == 0 else None)
+        run = run_suite(env, backend, options)
+        if run.timed_out:
+            return replace(record, status=RepoStatus.REJECTED, reason=f"suite over its time limit ({timeout:.0f}s)")
+        if run.broken:
+            return replace(record, status=RepoStatus.BROKEN, reason=run.broken)
+        if not run.collected:
+            why = f"collection failed: {run.collect_errors[0]}" if run.collect_errors else "no tests collected"
+            return replace(record, status=RepoStatus.REJECTED, reason=why)
+        runs.append(run)
+    tests = sorted(set().union(*(r.outcomes for r in runs)))
+    per_test = {t: [r.outcomes.get(t, "missing") for r in runs] for t in tests}
+    flaky = {t for t, o in per_test.items() if len(set(o)) > 1}
+    stable = {t: o[0] for t, o in per_test.items() if t not in flaky}
+    passed = {t for t, o in stable.items() if o == "passed"}
+    failed = {t for t, o in stable.items() if o in ("failed", "error")}
+    seconds = min(r.seconds for r in runs[1:]) if len(runs) > 1 else runs[0].seconds
+    (out / "baseline.json").write_text(json.dumps({
+        "runs": len(runs),
+        "suite_seconds": [round(r.seconds, 3) for r in runs],
+        "tests": {t: {"outcomes": per_test[t], "flaky": t in flaky,
+                      "duration": round(runs[-1].durations.get(t, 0.0), 4)} for t in tests},
+        "collect_errors": runs[0].collect_errors,
+    }, indent=1))
+    cmap = coverage_map.build(env.src, env.recipe.package_dirs, data_file, passed)
+    cmap.save(out / "coverage.json")
+    data_file.unlink(missing_ok=True)
+    record = replace(
+        record, collected=len(runs[0].collected), passed=len(passed), failed=len(failed),
+        skipped=len(stable) - len(passed) - len(failed), flaky=len(flaky),
+        suite_seconds=round(seconds, 2), coverage=cmap.line_rate,
+    )
+    return _judge(record, thresholds)
+
+
+def _judge(record: RepoRecord, t: Thresholds) -> RepoRecord:
+    rate = record.failed / max(record.collected, 1)
+    if record.passed < t.min_passing:
+        why = f"only {record.passed} passing tests (minimum {t.min_passing})"
+    elif rate > t.max_failure_rate:
+        why = f"baseline failure rate {rate:.0%} over {t.max_failure_rate:.0%}"
+    elif record.suite_seconds > t.max_suite_seconds:
+        why = f"suite takes {record.suite_seconds:.0f}s (maximum {t.max_suite_seconds:.0f}s)"
+    elif record.coverage < t.min_coverage:
+        why = f"line coverage {record.coverage:.1f}% under {t.min_coverage:.0f}%"
+    else:
+        return replace(record, status=RepoStatus.MINED, reason="")
+    return replace(record, status=RepoStatus.REJECTED, reason=why)

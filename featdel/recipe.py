@@ -1,0 +1,139 @@
+"""Work out how to install a repository and run its tests, from what the repository declares.
+
+In: a checked-out tree and optional manifest overrides. Out: a `Recipe` (Python version,
+install commands, test command, import roots). Test dependencies come from pyproject extras and
+dependency groups, setup.cfg extras, `requirements*test*.txt`/`requirements-dev*.txt`, and
+tox.ini `deps`, plus pytest and coverage, which featdel itself needs.
+"""
+
+from __future__ import annotations
+
+import configparser
+import platform
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from featdel.records import Recipe
+from featdel.spans import is_test_path
+
+_TEST_EXTRA = re.compile(r"^(test|tests|testing|dev|develop|development)$", re.I)
+_NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks",
+                 "bench", "scripts", "tools", "build", "dist", "setup", "conftest", "noxfile",
+                 "tasks", "fabfile", "ci", "versioneer"}
+BASE_TEST_CMD = ["python", "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Overrides:
+    """Per-repo manifest settings; empty fields mean "work it out"."""
+
+    extras: list[str] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)  # extra pip requirements
+    test_args: list[str] = field(default_factory=list)  # appended to the pytest command
+    package_dirs: list[str] = field(default_factory=list)
+    timeout_s: float | None = None
+
+
+def detect(tree: Path, overrides: Overrides = Overrides()) -> Recipe:
+    extras = sorted(set(overrides.extras) | _declared_test_extras(tree))
+    target = f".[{','.join(extras)}]" if extras else "."
+    install = [["python", "-m", "pip", "install", "-q", "-e", target]]
+    for req in sorted(tree.glob("requirements*.txt")) + sorted(tree.glob("requirements/*.txt")):
+        name = req.name.lower()
+        if ("test" in name or "dev" in name) and _requirements_are_plain(req):
+            install.append(["python", "-m", "pip", "install", "-q", "-r", req.relative_to(tree).as_posix()])
+    plain = sorted(set(overrides.packages) | _tox_deps(tree) | _dependency_group(tree))
+    always = list(dict.fromkeys(["pytest", "coverage", *plain]))
+    install.append(["python", "-m", "pip", "install", "-q", *always])
+    return Recipe(
+        python=platform.python_version(),
+        install=install,
+        test_cmd=[*BASE_TEST_CMD, *overrides.test_args],
+        package_dirs=overrides.package_dirs or import_roots(tree),
+    )
+
+
+def import_roots(tree: Path) -> list[str]:
+    """Top-level packages and modules of the library (not its tests, docs or build scripts)."""
+    base = tree / "src" if (tree / "src").is_dir() else tree
+    roots = []
+    for entry in sorted(base.iterdir()):
+        rel = entry.relative_to(tree).as_posix()
+        stem = entry.name.removesuffix(".py")
+        if stem in _NOT_PACKAGES or stem.startswith((".", "_")) or is_test_path(rel):
+            continue
+        if entry.is_dir() and (entry / "__init__.py").exists():
+            roots.append(rel)
+        elif entry.is_file() and entry.suffix == ".py":
+            roots.append(rel)
+    return roots
+
+
+def _declared_test_extras(tree: Path) -> set[str]:
+    found: set[str] = set()
+    pyproject = tree / "pyproject.toml"
+    if pyproject.exists():
+        try:
+            data = tomllib.loads(pyproject.read_text())
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            data = {}
+        found |= {k for k in data.get("project", {}).get("optional-dependencies", {}) if _TEST_EXTRA.match(k)}
+    setup_cfg = tree / "setup.cfg"
+    if setup_cfg.exists():
+        cfg = configparser.ConfigParser(interpolation=None)
+        try:
+            cfg.read(setup_cfg)
+        except configparser.Error:
+            return found
+        if cfg.has_section("options.extras_require"):
+            found |= {k for k in cfg["options.extras_require"] if _TEST_EXTRA.match(k)}
+    setup_py = tree / "setup.py"
+    if setup_py.exists():
+        text = setup_py.read_text(errors="replace")
+        block = re.search(r"extras_require\s*=\s*\{(.*?)\}", text, re.S)
+        if block:
+            found |= {k for k in re.findall(r"['\"]([\w.-]+)['\"]\s*:", block[1]) if _TEST_EXTRA.match(k)}
+    return found
+
+
+def _dependency_group(tree: Path) -> set[str]:
+    """PEP 735 `[dependency-groups]` test/dev groups: plain requirement strings only."""
+    pyproject = tree / "pyproject.toml"
+    if not pyproject.exists():
+        return set()
+    try:
+        groups = tomllib.loads(pyproject.read_text()).get("dependency-groups", {})
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return set()
+    return {r for k, v in groups.items() if _TEST_EXTRA.match(k) for r in v if isinstance(r, str)}
+
+
+def _tox_deps(tree: Path) -> set[str]:
+    tox = tree / "tox.ini"
+    if not tox.exists():
+        return set()
+    cfg = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        cfg.read(tox)
+    except configparser.Error:
+        return set()
+    if not cfg.has_option("testenv", "deps"):
+        return set()
+    deps = set()
+    for line in cfg.get("testenv", "deps").splitlines():
+        line = line.split("#", 1)[0].strip()
+        # Skip tox substitutions, factor conditions, options and local paths.
+        if line and not re.search(r"[{}:]|^-|^\.|/", line):
+            deps.add(line)
+    return deps
+
+
+def _requirements_are_plain(req: Path) -> bool:
+    """A requirements file we can pass to pip as is: no editable or relative installs."""
+    for line in req.read_text(errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith(("-e", ".", "-c", "git+")) or "://" in line:
+            return False
+    return True

@@ -1,0 +1,127 @@
+"""Run a repository's pytest suite in a sandbox and read the outcome from a JSON report.
+
+In: an `Env`, the tree to test (the env's own checkout, or a modified copy mounted in its
+place), which tests, and a sandbox backend. Out: a `SuiteRun` with per-test outcomes read from
+the report our plugin writes outside the tree, never from printed text. A test the report does
+not mention counts as not passed. A run whose report is missing says the suite broke
+(`broken` set), which callers keep apart from tests that failed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from featdel.envs import Env
+
+PASSED = "passed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SuiteRun:
+    outcomes: dict[str, str]  # node id -> passed|failed|error|skipped|xfailed|xpassed
+    durations: dict[str, float]
+    collected: list[str]
+    collect_errors: list[str]
+    exit_code: int
+    seconds: float
+    timed_out: bool = False
+    broken: str | None = None  # why no report was produced (sandbox or interpreter broke)
+    output_tail: str = ""
+
+    def passed(self) -> set[str]:
+        return {t for t, o in self.outcomes.items() if o == PASSED}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOptions:
+    tests: list[str] | None = None  # node ids; None runs the whole suite
+    collect_only: bool = False
+    coverage_to: Path | None = None  # measure coverage with per-test contexts, save data here
+    timeout_s: float = 900.0
+    extra_args: list[str] = field(default_factory=list)
+
+
+def plugin_dir(env: Env) -> Path:
+    """A copy of the report plugin inside the env (mounted read-only in the sandbox)."""
+    target = env.root / "plugin"
+    source = resources.files("featdel").joinpath("pytest_plugin/featdel_report.py").read_text()
+    dest = target / "featdel_report.py"
+    if not dest.exists() or dest.read_text() != source:
+        target.mkdir(exist_ok=True)
+        dest.write_text(source)
+    return target
+
+
+def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Path | None = None) -> SuiteRun:
+    """Run the suite (or `options.tests`) on `tree` (default: the env's checkout)."""
+    from featdel.sandboxes.base import Limits, SandboxSpec
+
+    tree = tree or env.src
+    out_dir = Path(tempfile.mkdtemp(prefix="featdel-report-"))
+    out_dir.chmod(0o777)  # the sandbox writes here as a non-root user
+    report = out_dir / "report.json"
+    argv = _argv(env, options, out_dir)
+    variables = {**env.environ(), "FEATDEL_REPORT": str(report), "PYTHONPATH": str(plugin_dir(env))}
+    spec = SandboxSpec(
+        workdir=tree,
+        mount_at=env.src,
+        readonly=(env.root / "venv", env.root / "plugin", env.python_prefix),
+        writable=(out_dir,),
+        limits=Limits(timeout_s=options.timeout_s),
+    )
+    with backend.open(spec) as sandbox:
+        result = sandbox.run(argv, cwd=env.src, env=variables)
+    broken = None
+    data = {"tests": {}, "collected": [], "collect_errors": []}
+    if report.exists():
+        data = json.loads(report.read_text())
+    elif result.timed_out:
+        broken = f"the suite did not finish within {options.timeout_s:.0f}s"
+    else:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        broken = f"pytest wrote no report (exit {result.exit_code}): {tail[0][:200]}"
+    data_file = out_dir / "coverage.sqlite"
+    if options.coverage_to is not None and data_file.exists():
+        options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(data_file, options.coverage_to)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return SuiteRun(
+        outcomes={k: v["outcome"] for k, v in data["tests"].items()},
+        durations={k: v["duration"] for k, v in data["tests"].items()},
+        collected=data["collected"],
+        collect_errors=[e["nodeid"] or "<session>" for e in data["collect_errors"]],
+        exit_code=result.exit_code,
+        seconds=result.duration_s,
+        timed_out=result.timed_out,
+        broken=broken,
+        output_tail=(result.stdout + result.stderr)[-4000:],
+    )
+
+
+def _argv(env: Env, options: RunOptions, out_dir: Path) -> list[str]:
+    test_cmd = list(env.recipe.test_cmd)
+    python = str(env.venv / "bin" / "python")
+    if test_cmd[:3] == ["python", "-m", "pytest"]:
+        pytest_args = test_cmd[3:]
+    else:
+        raise ValueError(f"test command must start with `python -m pytest`: {test_cmd}")
+    pytest_args += ["-p", "featdel_report", *options.extra_args]
+    if options.collect_only:
+        pytest_args.append("--collect-only")
+    if options.tests is not None:
+        if not options.tests:
+            raise ValueError("an empty test selection runs nothing; pass None for the whole suite")
+        pytest_args += ["--", *options.tests]
+    if options.coverage_to is None:
+        return [python, "-m", "pytest", *pytest_args]
+    rcfile = out_dir / "coveragerc"
+    include = ",".join(
+        f"{env.src / d}/*" if not d.endswith(".py") else str(env.src / d) for d in env.recipe.package_dirs
+    )
+    rcfile.write_text(f"[run]\ndata_file = {out_dir / 'coverage.sqlite'}\ninclude = {include}\n")
+    return [python, "-m", "coverage", "run", f"--rcfile={rcfile}", "-m", "pytest", *pytest_args]

@@ -1,0 +1,88 @@
+"""Shared fixtures: tiny git repositories built in tmp dirs, and an isolated featdel cache.
+
+Environment builds cost seconds (a venv and a pip install), so the tiny repository used by the
+pipeline tests is built once per session and shared; tests that modify a tree work on copies.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def make_repo(root: Path, files: dict[str, str], *, commit: bool = True) -> Path:
+    """Write `files` under `root` and commit them as one git commit."""
+    root.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if commit:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+               "GIT_COMMITTER_EMAIL": "t@t"}
+        for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
+            subprocess.run(argv, cwd=root, env=env, check=True, capture_output=True)
+    return root
+
+
+TINY_LIB = {
+    "pyproject.toml": (
+        '[project]\nname = "tinylib"\nversion = "0.1"\n'
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    ),
+    "tinylib/__init__.py": "from tinylib.text import shout, whisper\nfrom tinylib.calc import Calc\n",
+    "tinylib/text.py": (
+        "def _exclaim(s):\n    return s + '!'\n\n\n"
+        "def shout(s):\n    \"\"\"Upper-case and exclaim.\"\"\"\n    return _exclaim(s.upper())\n\n\n"
+        "def whisper(s):\n    return s.lower()\n\n\n"
+        "def unused(s):\n    return s * 2\n"
+    ),
+    "tinylib/calc.py": (
+        "class Calc:\n"
+        "    def __init__(self, start=0):\n        self.value = start\n\n"
+        "    def add(self, n):\n        self.value += n\n        return self\n\n"
+        "    def double(self):\n        self.value *= 2\n        return self\n"
+    ),
+    "tests/test_text.py": (
+        "from tinylib import shout, whisper\n\n\n"
+        "def test_shout():\n    assert shout('hi') == 'HI!'\n\n\n"
+        "def test_whisper():\n    assert whisper('HI') == 'hi'\n\n\n"
+        "def test_skipped():\n    import pytest\n    pytest.skip('not today')\n"
+    ),
+    "tests/test_calc.py": (
+        "import pathlib\nfrom tinylib import Calc\n\n\n"
+        "def test_add():\n    assert Calc(1).add(2).value == 3\n\n\n"
+        "def test_double():\n    assert Calc(3).double().value == 6\n\n\n"
+        "def test_chain():\n    assert Calc().add(2).double().value == 4\n\n\n"
+        "def test_flaky():\n"
+        "    marker = pathlib.Path(__file__).with_name('.runs')\n"
+        "    n = int(marker.read_text()) if marker.exists() else 0\n"
+        "    marker.write_text(str(n + 1))\n"
+        "    assert n % 2 == 0\n"
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def featdel_cache(tmp_path_factory) -> Path:
+    """One featdel cache for the session, so environments are built once."""
+    cache = tmp_path_factory.mktemp("featdel-cache")
+    os.environ["FEATDEL_CACHE"] = str(cache)
+    return cache
+
+
+@pytest.fixture(scope="session")
+def tiny_repo(tmp_path_factory, featdel_cache) -> Path:
+    return make_repo(tmp_path_factory.mktemp("tiny") / "tinylib", TINY_LIB)
+
+
+@pytest.fixture(scope="session")
+def local_backend():
+    from featdel.sandboxes import get_backend
+
+    return get_backend("local")
