@@ -9,17 +9,29 @@ Paths: the work directory is mounted writable at `mount_at` (default: its own ho
 an editable install made against `mount_at` resolves inside the sandbox. `readonly` host paths
 (a virtual environment, the interpreter it links to) are visible read-only at their own paths.
 Nothing else of the host is readable beyond the system directories a process needs.
+`writable` host directories (a report directory) are visible writable at their own paths.
+
+Files move in and out through the work directory: the caller writes a candidate's tree there,
+calls `reset()`, runs the tests, and reads what they wrote.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 GiB = 1 << 30
 MiB = 1 << 20
+
+# The uid/gid commands run as in every backend: not root, and unlikely to own anything on a host
+# (distroless's "nonroot"). Work directories are handed to it before commands run.
+SANDBOX_UID = 65532
+SANDBOX_GID = 65532
+
+# Called with ("stdout" | "stderr", bytes) as output arrives, before any cap is applied.
+OutputSink = Callable[[str, bytes], None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,6 +71,7 @@ class SandboxSpec:
     workdir: Path
     mount_at: Path | None = None  # where workdir appears inside; default: its host path
     readonly: tuple[Path, ...] = ()  # extra host paths visible read-only at the same path
+    writable: tuple[Path, ...] = ()  # extra host dirs visible writable at the same path (reports)
     image: str | None = None  # docker backend: the image to run in
     limits: Limits = field(default_factory=Limits)
     network: bool = False  # only environment builds may ask for the network
@@ -76,7 +89,13 @@ class Sandbox(Protocol):
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
         limits: Limits | None = None,
+        on_output: OutputSink | None = None,
     ) -> RunResult: ...
+
+    def reset(self) -> None:
+        """Back to a clean state between candidates: no process left, a fresh /tmp, and the work
+        directory (whose files the caller may have replaced) handed to the sandbox uid again."""
+        ...
 
     def close(self) -> None: ...
 

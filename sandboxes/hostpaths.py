@@ -1,0 +1,82 @@
+"""Host-side checks and preparation of the directories a sandbox is given (both backends).
+
+In: a `SandboxSpec`. Out: resolved paths, or a one-line `SandboxError` naming the bad one; and
+`hand_over()`, which makes the writable directories owned by the sandbox uid when we run as
+root (bind mounts keep host ownership, and the sandbox must not be root to write them).
+
+Why chown rather than chmod: a world-writable tree would be writable by every local user too.
+Symlinks are changed themselves (lchown), never followed, so a repository cannot aim the chown
+at a host file. Work directories must be real copies: a hard link shares its owner with the
+original file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from featdel.errors import SandboxError
+from featdel.sandboxes.base import SANDBOX_GID, SANDBOX_UID, SandboxSpec
+
+# Never handed to the sandbox uid or mounted over inside it.
+_SYSTEM = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/proc", "/root",
+           "/run", "/sbin", "/sys", "/tmp", "/usr", "/var", "/var/tmp", "/work")
+_SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/proc", "/sbin", "/sys", "/usr")
+
+
+def _is_system(path: Path) -> bool:
+    text = str(path)
+    return text in _SYSTEM or any(text.startswith(t + "/") for t in _SYSTEM_TREES)
+
+
+def checked_dir(path: Path, what: str) -> Path:
+    """An existing directory, resolved, that is not a system directory."""
+    resolved = Path(path).resolve()
+    if not resolved.is_dir():
+        raise SandboxError(f"{what} {path} is not an existing directory")
+    if _is_system(resolved):
+        raise SandboxError(f"{what} {path} is a system directory; give the sandbox its own folder")
+    return resolved
+
+
+def checked_mount_point(path: Path, what: str = "mount_at") -> Path:
+    path = Path(path)
+    if not path.is_absolute() or ".." in path.parts:
+        raise SandboxError(f"{what} {path} must be an absolute path without '..'")
+    if _is_system(path):
+        raise SandboxError(f"{what} {path} would hide a system directory; pick another path")
+    return path
+
+
+def checked_readonly(path: Path) -> Path:
+    resolved = Path(path).resolve()
+    if not resolved.exists():
+        raise SandboxError(f"readonly path {path} does not exist")
+    if str(resolved) == "/":
+        raise SandboxError("readonly path / would expose the whole host; list the folders needed")
+    return resolved
+
+
+def hand_over(path: Path) -> None:
+    """chown -R (without following links) to the sandbox uid, when running as root."""
+    if os.geteuid() != 0:
+        return
+    uid, gid = SANDBOX_UID, SANDBOX_GID
+    try:
+        os.lchown(path, uid, gid)
+        for root, dirs, files in os.walk(path, followlinks=False):
+            for name in dirs + files:
+                os.lchown(os.path.join(root, name), uid, gid)
+    except OSError as exc:
+        raise SandboxError(f"cannot hand {path} to the sandbox user: {exc}") from exc
+
+
+def prepare(spec: SandboxSpec) -> tuple[Path, Path, tuple[Path, ...], tuple[Path, ...]]:
+    """(workdir, mount_at, readonly, writable), checked and resolved; workdir handed over."""
+    workdir = checked_dir(spec.workdir, "workdir")
+    mount_at = checked_mount_point(spec.mount_at or workdir)
+    readonly = tuple(checked_readonly(p) for p in spec.readonly)
+    writable = tuple(checked_dir(p, "writable path") for p in spec.writable)
+    for path in (workdir, *writable):
+        hand_over(path)
+    return workdir, mount_at, readonly, writable

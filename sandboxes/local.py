@@ -1,0 +1,258 @@
+"""The `local` backend: each command runs in a fresh bubblewrap sandbox (about 3 ms to start).
+
+In: a `SandboxSpec` and commands. Out: `RunResult`s. What a command sees: /usr (and the /bin,
+/lib symlinks into it), a short list of /etc files plus a made-up passwd/group, fresh /dev,
+/proc, /tmp and /run, the `readonly` paths read-only and the work directory and `writable` paths
+writable, each at its own path. Nothing else of the host exists in there: not /root, /home,
+/work, the host's /tmp, nor /run/docker.sock. New network (only `lo`), PID, IPC and UTS
+namespaces; no capabilities; uid 65532; no new privileges.
+
+As root, bwrap runs privileged (it can bind paths under a 0700 /root) and `setpriv` drops to
+uid 65532 as the last step before the command; limits come from a per-command cgroup the
+launcher joins before exec'ing bwrap. As any other user, bwrap runs unprivileged in a user
+namespace and prlimit sets the limits. Either way the command is PID 1's child in its own PID
+namespace, so killing bwrap (--die-with-parent) ends every process; the cgroup sweep is a second
+line for root.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from featdel.errors import SandboxError
+from featdel.sandboxes import hostpaths
+from featdel.sandboxes.base import SANDBOX_GID, SANDBOX_UID, Limits, OutputSink, RunResult, SandboxSpec
+from featdel.sandboxes.capture import kill_process_group, run_captured
+from featdel.sandboxes.cgroups import Cgroup, cgroup_version
+
+INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
+
+# What a Python test suite or a pip install needs from /etc; keys, shadow, docker configs stay out.
+ETC_FILES = ("alternatives", "ca-certificates", "ca-certificates.conf", "debian_version",
+             "gai.conf", "host.conf", "hosts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+             "localtime", "mime.types", "nsswitch.conf", "os-release", "pip.conf", "protocols",
+             "resolv.conf", "services", "ssl/certs", "ssl/openssl.cnf", "timezone")
+PASSWD = f"root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{SANDBOX_UID}:{SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_GID}:\nnogroup:x:65534:\n"
+DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
+               "LANG": "C.UTF-8", "USER": "sandbox"}
+
+# Joins the cgroups (as root, before bwrap forks anything), then becomes bwrap. A constant
+# script: paths and argv arrive as positional arguments, never inside the script text.
+_CD = 'cd -- "$0" 2>/dev/null || { echo "featdel-cd: cannot enter $0" >&2; exit 125; }; exec "$@"'
+_JOIN = 'while [ "$1" != -- ]; do echo $$ >"$1" || { echo "featdel-join: $1" >&2; exit 125; }; shift; done; shift; exec "$@"'
+
+
+def _which(name: str) -> str | None:
+    return shutil.which(name, path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+
+
+class LocalBackend:
+    """bubblewrap on this host."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.bwrap = _which("bwrap")
+        self.setpriv = _which("setpriv")
+        self.prlimit = _which("prlimit")
+
+    def unavailable(self) -> str | None:
+        if self.bwrap is None:
+            return f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}"
+        if os.geteuid() == 0 and self.setpriv is None:
+            return "setpriv is missing (it drops root in the sandbox): apt-get install util-linux"
+        if cgroup_version() is None and self.prlimit is None:
+            return "neither writable cgroups nor prlimit are available: apt-get install util-linux"
+        return None
+
+    def limiter(self) -> str:
+        """How limits are enforced here: 'cgroup v1', 'cgroup v2' or 'prlimit'."""
+        version = cgroup_version()
+        return f"cgroup {version}" if version else "prlimit"
+
+    def open(self, spec: SandboxSpec) -> LocalSandbox:
+        if reason := self.unavailable():
+            raise SandboxError(reason)
+        return LocalSandbox(self, spec)
+
+
+class LocalSandbox:
+    """A spec checked once; every `run` starts a fresh bwrap with it."""
+
+    def __init__(self, backend: LocalBackend, spec: SandboxSpec) -> None:
+        self.backend = backend
+        self.spec = spec
+        self.workdir, self.mount_at, self.readonly, self.writable = hostpaths.prepare(spec)
+        self._closed = False
+
+    def __enter__(self) -> LocalSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+
+    def reset(self) -> None:
+        # Nothing outlives a run here (fresh /tmp, no processes); only new files need handing over.
+        for path in (self.workdir, *self.writable):
+            hostpaths.hand_over(path)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        limits: Limits | None = None,
+        on_output: OutputSink | None = None,
+    ) -> RunResult:
+        if self._closed:
+            raise SandboxError("this sandbox is closed; open a new one")
+        if not argv:
+            raise SandboxError("empty command: give the program and its arguments")
+        limits = limits or self.spec.limits
+        inner_cwd = Path(cwd) if cwd is not None else self.mount_at
+        if not inner_cwd.is_absolute():
+            raise SandboxError(f"cwd {cwd} must be an absolute path inside the sandbox")
+        version = cgroup_version()
+        group = Cgroup.create(limits, version) if version else None
+        fds: list[int] = []
+        try:
+            bwrap = self._bwrap_argv(inner_cwd, {**DEFAULT_ENV, **(env or {})}, limits, fds)
+            launcher = self._launcher(group, limits)
+            status_r, status_w = os.pipe()
+            fds.append(status_w)
+            full = [*launcher, *bwrap[:1], "--json-status-fd", str(status_w), *bwrap[1:],
+                    *self._drop_root(inner_cwd), *argv]
+
+            def kill(proc: object) -> None:
+                kill_process_group(proc)  # type: ignore[arg-type]
+                if group is not None:
+                    group.kill_all()
+
+            try:
+                got = run_captured(full, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+                                   pass_fds=fds, timeout_s=limits.timeout_s,
+                                   cap=limits.output_cap_bytes, kill=kill, on_output=on_output)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+                fds.clear()
+                with os.fdopen(status_r, "rb") as status:
+                    started = b"child-pid" in status.read()
+            stderr = got.stderr.text()
+            if _broke(started, got.exit_code, stderr) and not got.timed_out:
+                raise SandboxError(f"the local sandbox could not start the command: {stderr.strip()[-300:]}")
+            oom = group.oom_kills() if group is not None else 0
+        finally:
+            for fd in fds:
+                os.close(fd)
+            if group is not None:
+                group.kill_all()
+                group.remove()
+        return RunResult(
+            argv=tuple(argv), exit_code=got.exit_code, stdout=got.stdout.text(), stderr=stderr,
+            duration_s=got.duration_s, timed_out=got.timed_out,
+            killed=not got.timed_out and (oom > 0 or got.exit_code == 137),
+            stdout_truncated=got.stdout.truncated, stderr_truncated=got.stderr.truncated,
+        )
+
+    def _launcher(self, group: Cgroup | None, limits: Limits) -> list[str]:
+        if group is not None:
+            return ["/bin/sh", "-c", _JOIN, "featdel-join", *map(str, group.procs_files), "--"]
+        assert self.backend.prlimit is not None
+        caps = []
+        if limits.pids:
+            # RLIMIT_NPROC counts every process of the uid on the host, so allow for those.
+            caps.append(f"--nproc={limits.pids + _processes_of(_target_uid())}")
+        if limits.memory_bytes:
+            caps.append(f"--as={limits.memory_bytes}")
+        return [self.backend.prlimit, *caps, "--"] if caps else []
+
+    def _drop_root(self, cwd: Path) -> list[str]:
+        if os.geteuid() != 0:
+            return []
+        assert self.backend.setpriv is not None
+        # bwrap without capabilities cannot enter a 0700 work dir owned by the sandbox uid, so
+        # the sandbox uid itself changes directory after setpriv.
+        return [self.backend.setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_GID}",
+                "--clear-groups", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--",
+                "/bin/sh", "-c", _CD, str(cwd)]
+
+    def _bwrap_argv(self, cwd: Path, env: Mapping[str, str], limits: Limits, fds: list[int]) -> list[str]:
+        assert self.backend.bwrap is not None
+        a = [self.backend.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts",
+             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
+        if not self.spec.network:
+            a.append("--unshare-net")
+        if os.geteuid() == 0:
+            # Privileged bwrap; setpriv (kept caps only for that) drops to the sandbox uid.
+            a += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                  "--cap-add", "CAP_SETPCAP"]
+        else:
+            a += ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID),
+                  "--gid", str(SANDBOX_GID), "--cap-drop", "ALL"]
+        for key, value in env.items():
+            a += ["--setenv", key, value]
+        a += ["--ro-bind", "/usr", "/usr"]
+        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = Path("/") / top
+            if host.is_symlink():
+                a += ["--symlink", os.readlink(host), str(host)]
+            elif host.is_dir():
+                a += ["--ro-bind", str(host), str(host)]
+        tmp_size = [] if limits.memory_bytes is None else ["--size", str(limits.memory_bytes)]
+        a += ["--dev", "/dev", "--proc", "/proc", *tmp_size, "--tmpfs", "/tmp", "--tmpfs", "/run",
+              "--perms", "0755", "--dir", "/etc", "--perms", "01777", "--tmpfs", "/var/tmp", "--symlink", "../run", "/var/run"]
+        for name in ETC_FILES:
+            a += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        for name, text in (("passwd", PASSWD), ("group", GROUP)):
+            r, w = os.pipe()
+            os.write(w, text.encode())
+            os.close(w)
+            fds.append(r)
+            a += ["--perms", "0644", "--ro-bind-data", str(r), f"/etc/{name}"]
+        binds = [("--ro-bind", p, p) for p in self.readonly]
+        binds.append(("--bind", self.workdir, self.mount_at))
+        binds += [("--bind", p, p) for p in self.writable]
+        made: set[Path] = set()
+        for flag, src, dest in sorted(binds, key=lambda b: len(b[2].parts)):
+            for parent in reversed(dest.parents):
+                if parent not in made and str(parent) not in ("/", "/tmp", "/var", "/run", "/var/tmp"):
+                    a += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(parent)
+            a += [flag, str(src), str(dest)]
+            made.add(dest)
+        return [*a, "--chdir", "/" if os.geteuid() == 0 else str(cwd), "--"]
+
+
+def _broke(started: bool, code: int, stderr: str) -> bool:
+    """bwrap, the cgroup join, setpriv or the cd failed, rather than the command."""
+    if not started:
+        return True
+    last = stderr.rstrip().rpartition("\n")[2]
+    if code == 125 and last.startswith(("featdel-join:", "featdel-cd:")):
+        return True
+    return code == 1 and last.startswith(("bwrap: ", "setpriv: ")) and "failed to execute" not in last
+
+
+def _target_uid() -> int:
+    return SANDBOX_UID if os.geteuid() == 0 else os.getuid()
+
+
+def _processes_of(uid: int) -> int:
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count

@@ -1,0 +1,124 @@
+"""Helpers for the sandbox tests (imported by tests/test_sandbox_*.py; not a pytest conftest).
+
+`sandbox_backend(name)` gives a ready backend or skips/fails: a missing Docker engine skips the
+docker tests on a laptop, but under CI=true it fails them, so a green CI never hides a missing
+engine. Host-side probes (a loopback server, a secret file, a unix socket) are real: each test
+first proves the probe works from the host, so it would fail if the isolation were removed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+TEST_IMAGE_BASE = "featdel-base:test"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def need(condition: bool, reason: str) -> None:
+    """Skip when a prerequisite is missing, except in CI, where it is a failure."""
+    if condition:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true but {reason}")
+    pytest.skip(reason)
+
+
+def docker_base_image() -> str:
+    """The offline base image, built once per machine (about a minute) and reused by name."""
+    from featdel.sandboxes import images
+
+    need(images.engine_reason() is None, f"no Docker engine: {images.engine_reason()}")
+    images.build_base_image(tag=TEST_IMAGE_BASE)
+    return TEST_IMAGE_BASE
+
+
+def sandbox_backend(name: str):
+    from featdel.errors import SandboxError
+    from featdel.sandboxes import get_backend
+
+    if name == "docker":
+        image = docker_base_image()
+        backend = get_backend("docker")
+        backend.default_image = image
+        return backend
+    try:
+        return get_backend(name)
+    except SandboxError as exc:
+        need(False, str(exc))
+
+
+@contextmanager
+def loopback_server() -> Iterator[int]:
+    """A TCP server on the host's 127.0.0.1 that accepts connections; yields its port."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    srv.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+                conn.close()
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        srv.close()
+
+
+@contextmanager
+def unix_server(path: Path) -> Iterator[Path]:
+    """A listening unix socket any local user may connect to (like a group-open docker.sock)."""
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(path))
+    os.chmod(path, 0o666)
+    srv.listen(16)
+    try:
+        yield path
+    finally:
+        srv.close()
+        path.unlink(missing_ok=True)
+
+
+def as_uid(uid: int, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run argv on the host, unsandboxed, as uid: what the sandbox user could do without isolation."""
+    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv],
+                          capture_output=True, text=True, timeout=30)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains marker."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(entry.path, "cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def marker() -> str:
+    return f"featdel-probe-{uuid.uuid4().hex[:10]}"
