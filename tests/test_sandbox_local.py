@@ -1,0 +1,147 @@
+"""Invariant: the local backend shows a candidate copy at the checkout's path so an editable
+install resolves to the candidate, with the venv and interpreter read-only and a report dir
+writable; host environment variables stay out; a broken sandbox raises SandboxError while a
+failing command only returns a non-zero RunResult; no cgroup outlives its command; without
+bubblewrap the backend refuses unless the caller opts into --unsafe-no-sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest_sandbox import loopback_server
+
+from featdel.errors import SandboxError
+from featdel.sandboxes import Limits, SandboxSpec, get_backend
+from featdel.sandboxes.cgroups import ROOT
+from featdel.sandboxes.local import LocalBackend
+from featdel.sandboxes.unsafe import UnsafeBackend
+
+
+@pytest.fixture(scope="module")
+def local():
+    return get_backend("local")
+
+
+def _env(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A checkout (src), a venv whose .pth points at it (what `pip install -e` leaves), a copy."""
+    env = tmp_path / "envs" / "k"
+    src = env / "src"
+    src.mkdir(parents=True)
+    (src / "mod.py").write_text("WHO = 'original'\n")
+    venv = env / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    site = next(venv.glob("lib/python3*/site-packages"))
+    (site / "__editable__.k.pth").write_text(f"{src}\n")
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    (cand / "mod.py").write_text("WHO = 'candidate'\n")
+    return src, venv, cand
+
+
+def test_candidate_copy_appears_at_the_checkout_path(local, tmp_path):
+    src, venv, cand = _env(tmp_path)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    prefix = Path(sys.base_prefix)
+    spec = SandboxSpec(workdir=cand, mount_at=src, readonly=(venv, prefix), writable=(reports,))
+    with local.open(spec) as sb:
+        r = sb.run([str(venv / "bin" / "python"), "-c",
+                    f"import mod, os; print(mod.WHO, os.getcwd()); open('{reports}/r.txt', 'w').write('ok')"])
+        ro = sb.run(["touch", str(venv / "x")])
+    assert r.ok, r.stderr
+    assert r.stdout.split() == ["candidate", str(src)]
+    assert (reports / "r.txt").read_text() == "ok"
+    assert ro.exit_code != 0 and not (venv / "x").exists()
+    assert (src / "mod.py").read_text() == "WHO = 'original'\n"
+
+
+def test_host_environment_stays_out_and_given_env_comes_in(local, tmp_path, monkeypatch):
+    monkeypatch.setenv("FEATDEL_HOST_TOKEN", "leak")
+    with local.open(SandboxSpec(workdir=tmp_path)) as sb:
+        r = sb.run(["sh", "-c", "echo ${FEATDEL_HOST_TOKEN:-absent} $GIVEN"], env={"GIVEN": "yes"})
+    assert r.stdout.split() == ["absent", "yes"]
+
+
+def test_failing_command_is_a_result_broken_sandbox_is_an_error(local, tmp_path):
+    with local.open(SandboxSpec(workdir=tmp_path)) as sb:
+        assert sb.run(["sh", "-c", "exit 3"]).exit_code == 3
+        assert sb.run(["no-such-program"]).exit_code == 127
+        with pytest.raises(SandboxError, match="cannot enter"):
+            sb.run(["true"], cwd=Path("/no/such/dir"))
+    with pytest.raises(SandboxError, match="not an existing directory"):
+        local.open(SandboxSpec(workdir=tmp_path / "missing"))
+    with pytest.raises(SandboxError, match="system directory"):
+        local.open(SandboxSpec(workdir=Path("/etc")))
+    with pytest.raises(SandboxError, match="absolute"):
+        local.open(SandboxSpec(workdir=tmp_path, mount_at=Path("rel")))
+    with pytest.raises(SandboxError, match="unknown sandbox backend"):
+        get_backend("vm")
+
+
+def test_no_cgroup_outlives_its_command(local, tmp_path):
+    if local.limiter() == "prlimit":
+        pytest.skip("no writable cgroups here (not root)")
+    before = set(ROOT.glob("*/**/featdel-*"))
+    with local.open(SandboxSpec(workdir=tmp_path)) as sb:
+        sb.run(["sh", "-c", "sleep 30 & echo started"], limits=Limits(timeout_s=5))
+        sb.run(["sleep", "30"], limits=Limits(timeout_s=0.5))
+    assert set(ROOT.glob("*/**/featdel-*")) == before
+
+
+def test_output_streams_and_reset_hands_new_files_over(local, tmp_path):
+    seen: list[tuple[str, bytes]] = []
+    with local.open(SandboxSpec(workdir=tmp_path)) as sb:
+        r = sb.run(["sh", "-c", "echo out; echo err >&2"], on_output=lambda n, b: seen.append((n, b)))
+        (tmp_path / "new.txt").write_text("from the host")
+        sb.reset()
+        w = sb.run(["sh", "-c", "echo more >> new.txt"])
+    assert r.ok and ("stdout", b"out\n") in seen and ("stderr", b"err\n") in seen
+    assert w.ok, w.stderr
+    assert (tmp_path / "new.txt").read_text() == "from the hostmore\n"
+
+
+def test_network_true_shares_the_host_network(local, tmp_path):
+    with loopback_server() as port, local.open(SandboxSpec(workdir=tmp_path, network=True)) as sb:
+        r = sb.run(["python3", "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 2); print('ok')"])
+    assert r.stdout.strip() == "ok", r.stderr
+
+
+def test_without_bubblewrap_it_refuses_unless_unsafe(tmp_path):
+    backend = LocalBackend()
+    backend.bwrap = None
+    assert "apt-get install bubblewrap" in backend.unavailable()
+    unsafe = UnsafeBackend("bwrap missing")
+    with pytest.raises(SandboxError, match="install bubblewrap"):
+        unsafe.open(SandboxSpec(workdir=tmp_path, mount_at=tmp_path / "elsewhere"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_unprivileged_caller_gets_prlimit_limits(tmp_path):
+    """A non-root caller: bwrap in a user namespace, limits by prlimit (no cgroups)."""
+    work = Path("/var/tmp") / f"featdel-nonroot-{os.getpid()}"
+    work.mkdir(exist_ok=True)
+    os.chown(work, 65533, 65533)
+    code = (
+        "from pathlib import Path; from featdel.sandboxes import get_backend, SandboxSpec, Limits, MiB\n"
+        "b = get_backend('local'); assert b.limiter() == 'prlimit', b.limiter()\n"
+        f"sb = b.open(SandboxSpec(workdir=Path('{work}'), limits=Limits(memory_bytes=256 * MiB, pids=32, timeout_s=30)))\n"
+        "hog = sb.run(['python3', '-c', 'x = bytearray(1 << 30); print(\"SURVIVED\")'])\n"
+        "fork = 'import os, time\\nn = 0\\nfor _ in range(100):\\n    try:\\n        if os.fork() == 0: time.sleep(5); os._exit(0)\\n        n += 1\\n    except OSError: break\\nprint(n)'\n"
+        "forks = sb.run(['python3', '-c', fork])\n"
+        "me = sb.run(['id', '-u'])\n"
+        "print(hog.exit_code, 'SURVIVED' in hog.stdout, forks.stdout.strip(), me.stdout.strip())\n"
+    )
+    try:
+        out = subprocess.run(["setpriv", "--reuid=65533", "--regid=65533", "--clear-groups",
+                              sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             cwd="/", env={"PATH": os.environ["PATH"]})
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False, timeout=30)
+    assert out.returncode == 0, out.stderr[-800:]
+    code_, survived, forked, uid = out.stdout.split()
+    assert code_ != "0" and survived == "False" and int(forked) < 40 and uid != "0"
