@@ -27,9 +27,11 @@ def _entry(rank, world, store, fn, args):
 
 
 def run_ranks(fn, world: int, tmp_path, *args) -> None:
+    import uuid
+
     import torch.multiprocessing as mp
 
-    store = str(tmp_path / f"store-{world}-{fn.__name__}")
+    store = str(tmp_path / f"store-{uuid.uuid4().hex}")  # a FileStore is never reused
     mp.start_processes(_entry, args=(world, store, fn, args), nprocs=world, start_method="fork")
 
 
