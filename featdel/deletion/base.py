@@ -34,9 +34,17 @@ class RolledBack(NotApplicable):
     """Every step the strategy tried was rolled back because the check failed."""
 
 
+class UnknownStrategy(FeatdelError):
+    """A strategy name that is not in the registry."""
+
+
 class Strategy(Protocol):
     name: str
     kinds: frozenset[str]  # candidate kinds the strategy can start from
+
+    def fits(self, candidate: Candidate) -> bool:
+        """Cheap test on the record alone (no I/O): worth calling `apply` at all?"""
+        ...
 
     def apply(
         self,
@@ -47,6 +55,16 @@ class Strategy(Protocol):
         keep_docstrings: bool,
         rng: random.Random,
     ) -> Deletion: ...
+
+
+class KindStrategy:
+    """`fits` by candidate kind and path, shared by the strategies."""
+
+    name: str
+    kinds: frozenset[str]
+
+    def fits(self, candidate: Candidate) -> bool:
+        return candidate.kind in self.kinds and not is_test_path(candidate.path)
 
 
 def passes(check: Check, edits: Edits) -> tuple[bool, str]:

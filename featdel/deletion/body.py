@@ -20,6 +20,7 @@ from pathlib import Path
 
 from featdel.deletion.base import (
     Check,
+    KindStrategy,
     NotApplicable,
     RolledBack,
     Tree,
@@ -71,24 +72,26 @@ def stub_splice(lines: Lines, outer, *, keep_docstring: bool) -> Splice:
     colon = [c for c in fn.children if c.type == ":" and c.end_byte <= body.start_byte][-1]
     _, last = owned_rows(lines, outer)
     end = lines.content_end(last)
-    kept_doc = doc is not None and keep_docstring
-    if body.start_point[0] == colon.start_point[0]:  # `def f(): ...` on one line
-        text = (doc.text + b"; " if kept_doc else b"") + STUB
-        return Splice(body.start_byte, end, text)
-    indent = lines.indent(stmts[0].start_point[0])
-    parts = []
-    if kept_doc:
-        parts.append(lines.newline + lines.source[lines.start(doc.start_point[0]) : doc.end_byte])
-    parts.append(lines.newline + indent + STUB)
-    return Splice(lines.content_end(colon.start_point[0]), end, b"".join(parts))
+    inline = body.start_point[0] == colon.start_point[0]  # `def f(): return 1`
+    if doc is not None and keep_docstring:
+        # everything after the docstring goes; the docstring and what precedes it stay put
+        return Splice(doc.end_byte, end, (b"; " if inline else lines.newline + _indent(lines, stmts)) + STUB)
+    if inline:
+        return Splice(body.start_byte, end, STUB)
+    return Splice(lines.content_end(colon.start_point[0]), end, lines.newline + _indent(lines, stmts) + STUB)
+
+
+def _indent(lines: Lines, stmts: list) -> bytes:
+    return lines.indent(stmts[0].start_point[0])
 
 
 def replaced(source: bytes, splice: Splice) -> str:
     """The original text a stub replaced: the body lines (and the docstring when stripped)."""
-    return source[splice.start : splice.end].decode("utf-8").lstrip("\r\n")
+    text = source[splice.start : splice.end].decode("utf-8").lstrip("\r\n")
+    return text[1:].lstrip(" \t") if text.startswith(";") else text
 
 
-class BodyStrategy:
+class BodyStrategy(KindStrategy):
     name = "body"
     kinds = frozenset({"function", "method"})
 
@@ -118,6 +121,6 @@ class BodyStrategy:
             keep_docstrings=keep_docstrings,
             deleted=[target],
             files=edits,
-            removed=[replaced(source, s) for s in splices],
+            removed=[r for r in (replaced(source, s) for s in splices) if r.strip()],
             stubbed=[target],
         )

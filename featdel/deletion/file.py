@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from featdel.deletion.base import Check, NotApplicable, RolledBack, Tree, make_deletion, passes
+from featdel.deletion.base import Check, KindStrategy, NotApplicable, RolledBack, Tree, make_deletion, passes
 from featdel.deletion.imports import imports_of, loads, module_name
 from featdel.records import Candidate, Deletion
 from featdel.spans import is_test_path
@@ -23,7 +23,7 @@ from featdel.spans import is_test_path
 NEVER = frozenset({"__init__.py", "__main__.py", "conftest.py", "setup.py"})
 
 
-class FileStrategy:
+class FileStrategy(KindStrategy):
     name = "file"
     kinds = frozenset({"file"})
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from featdel.deletion.base import (
     Check,
+    KindStrategy,
     RolledBack,
     Tree,
     decode,
@@ -51,7 +52,7 @@ def cut(tree: Tree, path: str, found: list[Symbol]) -> Cut:
     return Cut(path, removal(source, ts, outers), deleted, [snippet(lines, o) for o in outers])
 
 
-class RemovalStrategy:
+class RemovalStrategy(KindStrategy):
     def __init__(self, name: str, kind: str):
         self.name = name
         self.kinds = frozenset({kind})
