@@ -2,7 +2,8 @@
 
 In: source specs (with manifest overrides) and a run directory. Out, per repo:
 `RUN_DIR/repos/<name>/baseline.json` (every test's outcome in each baseline run, duration,
-flakiness) and `coverage.json` (which tests execute which symbol), plus one `RepoRecord` line in
+flakiness), `coverage.json` (which tests execute which symbol) and `snapshot.tar.gz` (the
+original tree, no VCS data), plus one `RepoRecord` line in
 `RUN_DIR/repos.jsonl`. A repo already recorded as mined or rejected is not redone; a broken one
 (source, install or sandbox trouble) is retried. One bad repo never stops the batch: it becomes
 a record with a status and a one-line reason.
@@ -84,6 +85,11 @@ def mine_one(entry: CorpusEntry, run_dir: Path, *, backend, thresholds: Threshol
             on_step(entry.source, "install")
             env = envs.build(pinned, built, tree_ready=tree)
         record = replace(record, recipe=env.recipe, env_dir=str(env.root))
+        from featdel.trees import write_snapshot
+
+        snapshot = run_dir / "repos" / pinned.name / "snapshot.tar.gz"
+        if not snapshot.exists():
+            write_snapshot(pinned.repo, pinned.commit, snapshot)
         on_step(entry.source, "baseline")
         timeout = entry.overrides.timeout_s or thresholds.max_suite_seconds
         return _baseline(record, env, run_dir / "repos" / pinned.name, backend, thresholds, timeout)

@@ -1,0 +1,108 @@
+"""Trees on disk: the original snapshot, a deletion applied to it, the scrubbed start state,
+and the patches between them.
+
+In: a `snapshot.tar.gz` (the original tree at base_commit, no VCS data) and a deletion's file
+edits. Out: directories and unified diffs that `git apply` accepts. The start state is a fresh
+git repository with exactly one commit (no history, reflog, tags or other branches) and none of
+the caches or build outputs that could carry deleted code.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+from featdel.sources import commit_tree, git
+
+JUNK_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", "build",
+             "dist", ".hypothesis", ".eggs", ".pytype", ".pyre", ".git"}
+JUNK_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dylib")
+
+
+def write_snapshot(repo: Path, commit: str, dest: Path) -> None:
+    """The original tree at `commit`, as a tar.gz without VCS data (deterministic bytes)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    git("archive", "--format=tar.gz", "-o", str(dest), commit, cwd=repo)
+
+
+def extract(snapshot: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(snapshot) as tf:
+        tf.extractall(dest, filter="data")
+    return dest
+
+
+def apply_edits(tree: Path, files: dict[str, str | None]) -> None:
+    for rel, text in files.items():
+        path = tree / rel
+        if text is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+
+
+def scrub(tree: Path) -> list[str]:
+    """Remove caches, bytecode, build outputs, coverage data and VCS data; return what went."""
+    removed = []
+    for path in sorted(tree.rglob("*"), key=lambda p: len(p.parts)):
+        if not path.exists() and not path.is_symlink():
+            continue
+        name = path.name
+        junk = (
+            (path.is_dir() and (name in JUNK_DIRS or name.endswith(".egg-info")))
+            or name.endswith(JUNK_SUFFIXES)
+            or name.startswith(".coverage")
+        )
+        if junk:
+            removed.append(path.relative_to(tree).as_posix())
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    return removed
+
+
+def start_state(snapshot: Path, deletion_patch: str, dest: Path) -> Path:
+    """What a learner gets: snapshot + `git apply deletion_patch`, scrubbed, committed as the
+    only commit of a fresh repository. Verification tests exactly this tree."""
+    extract(snapshot, dest)
+    if deletion_patch:
+        apply_patch(dest, deletion_patch)
+    scrub(dest)
+    commit_tree(dest, "start")
+    return dest
+
+
+def diff(snapshot: Path, files: dict[str, str | None]) -> tuple[str, str]:
+    """(deletion_patch, patch): original -> start state, and its reverse (the gold fix)."""
+    with tempfile.TemporaryDirectory(prefix="featdel-diff-") as tmp:
+        tree = extract(snapshot, Path(tmp) / "t")
+        commit_tree(tree, "original")
+        apply_edits(tree, files)
+        git("add", "-A", "-f", cwd=tree)
+        forward = _diff(tree, [])
+        reverse = _diff(tree, ["-R"])
+    return forward, reverse
+
+
+def _diff(tree: Path, extra: list[str]) -> str:
+    out = subprocess.run(
+        ["git", "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", *extra],
+        cwd=tree, capture_output=True, text=True, check=True, timeout=120,
+    )
+    return out.stdout
+
+
+def apply_patch(tree: Path, patch: str) -> None:
+    """Apply a unified diff with `git apply` (works in any directory, repository or not)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
+        fh.write(patch)
+    try:
+        subprocess.run(["git", "apply", "--whitespace=nowarn", fh.name], cwd=tree, check=True,
+                       capture_output=True, timeout=120)
+    finally:
+        Path(fh.name).unlink()
