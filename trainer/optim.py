@@ -53,7 +53,7 @@ class ShardedMuon(torch.optim.Optimizer):
             if group["algorithm"] == "muon":
                 for p in group["params"]:
                     matrix_shape(tuple(p.shape), group["granularity"], group["head_dim"])
-        self._buckets = None
+        self._buckets, self._n_planned = None, 0
         self.last_step_bytes = 0
 
     @torch.no_grad()
@@ -97,6 +97,10 @@ class ShardedMuon(torch.optim.Optimizer):
                        for i, (p, g) in enumerate(params)]
             self._buckets = plan_buckets(entries, self.bucket_numel, loads={})
             self._n_planned = len(params)
+            for bk in self._buckets:  # index maps live where the shards live (no per-step copies)
+                device = _local(params[bk.members[0]][0]).device
+                if bk.send_index is not None:
+                    bk.send_index, bk.recv_pos = bk.send_index.to(device), bk.recv_pos.to(device)
         return params, self._buckets
 
     def _momentum(self, p, group):
@@ -136,7 +140,7 @@ class ShardedMuon(torch.optim.Optimizer):
             if bk.info.size == 1:
                 return None
             flat = torch.cat([updates[i].reshape(-1) for i in bk.members]).to(dtype)
-            send = flat[bk.send_index.to(flat.device)]
+            send = flat[bk.send_index]
             if not bk.exchange:
                 return send, None
             recv = send.new_empty(sum(bk.recv_splits))
@@ -163,9 +167,9 @@ class ShardedMuon(torch.optim.Optimizer):
             if work is not None:
                 work.wait()
             mats = recv.new_empty(bk.owned * bk.rows * bk.cols)
-            mats[bk.recv_pos.to(mats.device)] = recv
+            mats[bk.recv_pos] = recv
             out = self._ns(mats.view(bk.owned, bk.rows, bk.cols), bk.rows, bk.cols).reshape(-1)
-            back_send = out[bk.recv_pos.to(out.device)]
+            back_send = out[bk.recv_pos]
             if bk.exchange:
                 back = back_send.new_empty(sum(bk.send_splits))
                 work = dist.all_to_all_single(back, back_send, bk.send_splits, bk.recv_splits,
@@ -180,7 +184,7 @@ class ShardedMuon(torch.optim.Optimizer):
                 work.wait()
             bk = buckets[b]
             flat = back.new_empty(bk.local_numel)
-            flat[bk.send_index.to(flat.device)] = back
+            flat[bk.send_index] = back
             for i, off in zip(bk.members, bk.local_offsets):
                 n = updates[i].numel()
                 self._apply(*params[i], flat[off:off + n])
