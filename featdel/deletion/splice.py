@@ -149,13 +149,17 @@ def removal(source: bytes, tree, nodes: list) -> list[Splice]:
     ids = {(n.start_byte, n.end_byte) for n in nodes}
     # a block all of whose statements go must keep one: `pass` where its first one stood
     pass_rows: dict[int, bytes] = {}
+    first_rows: set[int] = set()  # a block's first statement: no blank line may follow its header
     for n in nodes:
         parent = n.parent
         if parent is None or parent.type != "block":
             continue
         stmts = _statements(parent)
-        if all((s.start_byte, s.end_byte) in ids for s in stmts) and stmts[0] == n:
-            top, _ = owned_rows(lines, n)
+        if stmts[0] != n:
+            continue
+        top, _ = owned_rows(lines, n)
+        first_rows.add(top)
+        if all((s.start_byte, s.end_byte) in ids for s in stmts):
             pass_rows[top] = lines.indent(n.start_point[0]) + b"pass" + lines.newline
     ranges = sorted(owned_rows(lines, n) for n in nodes)
     merged: list[list[int]] = []
@@ -174,7 +178,7 @@ def removal(source: bytes, tree, nodes: list) -> list[Splice]:
             after += 1
         text = pass_rows.get(top, b"")
         at_eof = end + after + 1 >= len(lines)
-        at_bof = top - before == 0
+        at_bof = top - before == 0 or top in first_rows
         if at_eof and not text:
             start_row, end_row = top - before, end + after
         elif at_bof and not text:
