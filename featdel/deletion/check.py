@@ -39,19 +39,19 @@ print(json.dumps(failed))
 _IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", ".tox", ".nox", "*.pyc")
 
 
-def package_modules(root: Path) -> list[str]:
-    """Dotted names of every non-test module inside a package (a dir with `__init__.py`)."""
+def package_modules(root: Path) -> dict[str, str]:
+    """Every non-test module inside a package (a dir with `__init__.py`): dotted name -> path."""
     rels = [p.relative_to(root).as_posix() for p in python_files(root)]
     paths = set(rels)
-    names = []
+    names = {}
     for rel in rels:
         name = module_name(rel, paths)
         if name is None or is_test_path(rel) or "." not in name and not rel.endswith("__init__.py"):
             continue
         if name.rpartition(".")[2] in ("__main__", "conftest", "setup"):
             continue
-        names.append(name)
-    return sorted(set(names))
+        names.setdefault(name, rel)
+    return dict(sorted(names.items()))
 
 
 def _materialize(root: Path, edits: Edits, dest: Path) -> None:
@@ -92,7 +92,8 @@ def import_check(
 ) -> Check:
     """A `Check` for the tree at `root`; answers are cached by the edits' content."""
     root = Path(root)
-    mods = modules if modules is not None else package_modules(root)
+    found = package_modules(root)
+    mods = {m: found.get(m, "") for m in modules} if modules is not None else found
     cache: dict[str, bool | str] = {}
     baseline: dict[str, str] = {}
 
@@ -103,7 +104,8 @@ def import_check(
             if error := _syntax_errors(tree):
                 return error
             try:
-                proc = _run([sys.executable, "-c", _IMPORT_ALL, *mods], tree, timeout)
+                wanted = [m for m, rel in mods.items() if not (rel in edits and edits[rel] is None)]
+                proc = _run([sys.executable, "-c", _IMPORT_ALL, *wanted], tree, timeout)
                 if proc.returncode != 0:
                     tail = proc.stderr.strip()[-300:].replace(str(tree), "<repo>")
                     return f"import run exited {proc.returncode}: {tail}"
