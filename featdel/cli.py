@@ -109,6 +109,211 @@ def mine(
             raise typer.Exit(1)
 
 
+Strategies = Annotated[list[str] | None, typer.Option("--strategy", "-s", help="Deletion strategy (repeatable); default: all.")]
+MaxCandidates = Annotated[int, typer.Option("--max-candidates", min=1, help="Deletions to make per repository.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed for choosing candidates, strategies and P2P samples.")]
+FullSuite = Annotated[bool, typer.Option("--full-suite", help="Run every test per candidate, not the coverage selection.")]
+StripDocs = Annotated[bool, typer.Option("--strip-docstrings", help="Delete docstrings too (a harder task).")]
+
+
+def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, backend) -> int:
+    from featdel.delete import delete_all
+    from featdel.deletion import STRATEGIES, strategy
+    from featdel.verify import RepoContext, make_check
+
+    names = strategies or list(STRATEGIES)
+    for name in names:
+        strategy(name)  # unknown names fail here, before any work
+    deletions = delete_all(
+        out, strategies=names, max_candidates=max_candidates, seed=seed, keep_docstrings=not strip,
+        check_for=lambda record: make_check(RepoContext.load(out, record), backend),
+    )
+    return len(deletions)
+
+
+@app.command()
+def delete(
+    out: Annotated[Path, typer.Argument(help="A run directory that `featdel mine` filled.")],
+    strategy: Strategies = None,
+    max_candidates: MaxCandidates = 10,
+    seed: Seed = 0,
+    strip_docstrings: StripDocs = False,
+    sandbox: Sandbox = "local",
+    unsafe_no_sandbox: Unsafe = False,
+    verbose: Verbose = False,
+) -> None:
+    """Delete tested features from every mined repository (writes OUT/deletions.jsonl).
+
+    Each edit must leave the repository importable and its tests collectable (checked in the
+    sandbox after every step; failed steps are rolled back).
+
+    Examples:
+
+      featdel delete runs/a
+
+      featdel delete runs/a -s body -s feature --max-candidates 20 --seed 1
+    """
+    from featdel.sandboxes import get_backend
+
+    with cli_errors(verbose):
+        _need(out / "repos.jsonl", "run `featdel mine ... --out DIR` first")
+        n = _delete(out, strategy, max_candidates, seed, strip_docstrings, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox))
+        typer.echo(f"{n} deletions in {out / 'deletions.jsonl'}")
+
+
+@app.command()
+def verify(
+    out: Annotated[Path, typer.Argument(help="A run directory with deletions.")],
+    full_suite: FullSuite = False,
+    reruns: Annotated[int, typer.Option("--reruns", min=1, help="Runs whose outcomes must agree.")] = 3,
+    seed: Seed = 0,
+    workers: Jobs = 1,
+    sandbox: Sandbox = "local",
+    unsafe_no_sandbox: Unsafe = False,
+    verbose: Verbose = False,
+) -> None:
+    """Verify every deletion (writes OUT/verdicts.jsonl); resumable.
+
+    Examples:
+
+      featdel verify runs/a
+
+      featdel verify runs/a --full-suite --reruns 5 -j 2
+    """
+    from featdel.progress import StepProgress, verdict_summary
+    from featdel.records import Deletion, read_jsonl
+    from featdel.sandboxes import get_backend
+    from featdel.verify import VerifyOptions, verify_all
+
+    with cli_errors(verbose):
+        _need(out / "deletions.jsonl", "run `featdel delete DIR` first")
+        backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
+        ids = [d.deletion_id for d in read_jsonl(out / "deletions.jsonl", Deletion)]
+        opts = VerifyOptions(reruns=reruns, full_suite=full_suite, seed=seed)
+        with StepProgress("verifying", ids) as progress:
+            verdicts = verify_all(out, backend, opts, jobs=workers, on_step=progress.step)
+        verdict_summary(verdicts)
+
+
+@app.command()
+def package(
+    out: Annotated[Path, typer.Argument(help="A verified run directory.")],
+    verbose: Verbose = False,
+) -> None:
+    """Write verified tasks to OUT/tasks/*.parquet and environments to OUT/envs/*.parquet.
+
+    Examples:
+
+      featdel package runs/a
+
+      duckdb -c "select instance_id, len(FAIL_TO_PASS) from read_parquet('runs/a/tasks/*.parquet')"
+    """
+    from featdel.package import package as write
+
+    with cli_errors(verbose):
+        _need(out / "verdicts.jsonl", "run `featdel verify DIR` first")
+        tasks, envs = write(out)
+        typer.echo(f"{tasks} tasks in {out / 'tasks'}, {envs} environments in {out / 'envs'}")
+
+
+@app.command()
+def run(
+    sources: Annotated[list[str] | None, typer.Argument(help="Local git repo, git URL[@rev] or pypi:NAME==VER.")] = None,
+    out: Out = Path("runs/run"),
+    corpus: Corpus = None,
+    strategy: Strategies = None,
+    max_candidates: MaxCandidates = 10,
+    max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1, help="Stop packaging after this many tasks.")] = None,
+    seed: Seed = 0,
+    full_suite: FullSuite = False,
+    workers: Jobs = 1,
+    sandbox: Sandbox = "local",
+    unsafe_no_sandbox: Unsafe = False,
+    verbose: Verbose = False,
+) -> None:
+    """Mine, delete, verify and package in one go; resumable on the same --out.
+
+    Examples:
+
+      featdel run pypi:inflection==0.5.1 --out runs/a
+
+      featdel run --corpus corpora/default.toml --out runs/demo -j 2 --max-candidates 5
+    """
+    from featdel.mine import mine as run_mine
+    from featdel.package import package as write
+    from featdel.progress import StepProgress, repo_table, verdict_summary
+    from featdel.records import Deletion, RepoStatus, read_jsonl
+    from featdel.sandboxes import get_backend
+    from featdel.verify import VerifyOptions, verify_all
+
+    with cli_errors(verbose):
+        entries = entries_from(sources or [], corpus)
+        backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
+        with StepProgress("mining", [e.source for e in entries]) as progress:
+            records = run_mine(entries, out, backend=backend, jobs=workers, on_step=progress.step)
+        repo_table(records)
+        if not any(r.status == RepoStatus.MINED for r in records):
+            typer.secho("nothing usable was mined", fg="red", err=True)
+            raise typer.Exit(1)
+        per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
+        _delete(out, strategy, per_repo, seed, False, backend)
+        ids = [d.deletion_id for d in read_jsonl(out / "deletions.jsonl", Deletion)]
+        with StepProgress("verifying", ids) as progress:
+            verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), jobs=workers,
+                                  on_step=progress.step)
+        tasks, envs = write(out, max_tasks=max_tasks)
+        verdict_summary(verdicts)
+        typer.echo(f"{tasks} tasks in {out / 'tasks'}, {envs} environments in {out / 'envs'}")
+
+
+@app.command()
+def show(
+    out: Annotated[Path, typer.Argument(help="A packaged run directory.")],
+    instance_id: Annotated[str | None, typer.Argument(help="A task id; omit to list the tasks.")] = None,
+    verbose: Verbose = False,
+) -> None:
+    """List the packaged tasks, or print one readably (statement, F2P tests, diff).
+
+    Examples:
+
+      featdel show runs/a
+
+      featdel show runs/a inflection-0.5.1__body__1a2b3c4d
+    """
+    from featdel.progress import show_task, task_list
+
+    with cli_errors(verbose):
+        _need(out / "tasks", "run `featdel package DIR` first")
+        show_task(out, instance_id) if instance_id else task_list(out)
+
+
+@app.command()
+def materialize(
+    out: Annotated[Path, typer.Argument(help="A packaged run directory.")],
+    instance_id: Annotated[str, typer.Argument(help="The task to materialise.")],
+    dest: Annotated[Path, typer.Argument(help="Where to write the start state (must not exist).")],
+    verbose: Verbose = False,
+) -> None:
+    """Write a task's start state exactly as a learner gets it, and say how to enter its env.
+
+    Example:
+
+      featdel materialize runs/a inflection-0.5.1__body__1a2b3c4d /tmp/task
+    """
+    from featdel.materialize import materialize as write
+
+    with cli_errors(verbose):
+        hint = write(out, instance_id, dest)
+        typer.echo(hint)
+
+
+def _need(path: Path, how: str) -> None:
+    from featdel.errors import RunDirError
+
+    if not path.exists():
+        raise RunDirError(f"{path} is missing: {how}")
+
+
 def _register_subcommands() -> None:
     with contextlib.suppress(ImportError):
         from featdel.cli_sandbox import sandbox_app

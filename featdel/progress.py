@@ -55,3 +55,67 @@ def repo_table(records) -> None:
             str(r.flaky), f"{r.suite_seconds:.1f}", f"{r.coverage:.1f}", r.reason,
         )
     Console(width=None if sys.stdout.isatty() else 160).print(table)
+
+
+def verdict_summary(verdicts) -> None:
+    """Yield per strategy, then the rejection reasons by stage with an example each."""
+    from collections import Counter, defaultdict
+
+    out = Console(width=None if sys.stdout.isatty() else 160)
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for v in verdicts:
+        counts[v.strategy][v.status] += 1
+    table = Table(title="verification by strategy")
+    for col in ("strategy", "verified", "rejected", "broken", "yield %"):
+        table.add_column(col)
+    for name, c in sorted(counts.items()):
+        total = sum(c.values())
+        table.add_row(name, str(c["verified"]), str(c["rejected"]), str(c["broken"]), f"{100 * c['verified'] / total:.0f}")
+    out.print(table)
+    reasons: dict[str, list] = defaultdict(list)
+    for v in verdicts:
+        if v.status != "verified":
+            reasons[f"{v.status}/{v.stage}"].append(v.reason)
+    if reasons:
+        why = Table(title="why candidates were not kept")
+        for col in ("status/stage", "count", "example"):
+            why.add_column(col, overflow="fold")
+        for key, items in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
+            why.add_row(key, str(len(items)), items[0][:160])
+        out.print(why)
+
+
+def task_list(run_dir) -> None:
+    from featdel.package import read_tasks
+
+    out = Console(width=None if sys.stdout.isatty() else 160)
+    table = Table(title=f"tasks in {run_dir}")
+    for col in ("instance_id", "strategy", "F2P", "P2P", "deleted lines"):
+        table.add_column(col)
+    for row in read_tasks(run_dir).to_pylist():
+        table.add_row(row["instance_id"], row["strategy"], str(len(row["FAIL_TO_PASS"])),
+                      str(len(row["PASS_TO_PASS"])), str(row["difficulty"]["deleted_lines"]))
+    out.print(table)
+
+
+def show_task(run_dir, instance_id: str) -> None:
+    from rich.markdown import Markdown
+    from rich.syntax import Syntax
+
+    from featdel.errors import RunDirError
+    from featdel.package import read_tasks
+
+    rows = [r for r in read_tasks(run_dir).to_pylist() if r["instance_id"] == instance_id]
+    if not rows:
+        raise RunDirError(f"no task {instance_id} in {run_dir}; `featdel show {run_dir}` lists them")
+    row = rows[0]
+    out = Console(width=None if sys.stdout.isatty() else 160)
+    out.rule(f"{row['instance_id']}  ({row['strategy']}, {row['repo']} @ {row['base_commit'][:12]})")
+    out.print(Markdown(row["problem_statement"]))
+    out.rule("FAIL_TO_PASS")
+    out.print("\n".join(row["FAIL_TO_PASS"]))
+    out.rule(f"PASS_TO_PASS ({len(row['PASS_TO_PASS'])})")
+    out.rule("difficulty")
+    out.print(row["difficulty"])
+    out.rule("deletion_patch (original -> start state)")
+    out.print(Syntax(row["deletion_patch"], "diff"))

@@ -128,3 +128,24 @@ def append_jsonl(path: Path, record: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
         fh.write(to_json(record) + "\n")
+
+
+class VerdictStatus(StrEnum):
+    VERIFIED = "verified"  # every rule held: a task
+    REJECTED = "rejected"  # the deletion or the tests did not behave (the reason says which rule)
+    BROKEN = "broken"  # the sandbox or the environment broke: says nothing about the deletion
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    deletion_id: str
+    repo: str
+    strategy: str
+    target: str
+    status: VerdictStatus
+    stage: str  # where it ended: delete, build, tests, gold, reruns, leak, noop, done
+    reason: str = ""
+    FAIL_TO_PASS: list[str] = dataclasses.field(default_factory=list)
+    PASS_TO_PASS: list[str] = dataclasses.field(default_factory=list)
+    test_seconds: float = 0.0  # sandbox seconds spent running tests for this candidate
+    image_name: str | None = None

@@ -1,0 +1,115 @@
+"""Stage 2, delete: pick tested symbols from the coverage map and apply deletion strategies.
+
+In: a mined run directory. Out: `RUN_DIR/deletions.jsonl` (one `Deletion` per edit that passed
+the strategy's own import-and-collect check) and, for each candidate a strategy could not
+handle, a `rejected` verdict in `verdicts.jsonl` with the reason. The choice of candidates and
+strategies is seeded and deterministic. A repo whose deletions are done is marked
+`deleted.done` and skipped on the next run.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from featdel.coverage_map import CoverageMap
+from featdel.records import (Candidate, Deletion, RepoRecord, RepoStatus, Verdict, VerdictStatus,
+                             append_jsonl, read_jsonl)
+from featdel.spans import is_test_path
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Bounds:
+    """Which covered symbols are candidates."""
+
+    min_tests: int = 1
+    max_tests: int = 60
+    min_lines: int = 3
+    max_lines: int = 150
+
+
+def candidates(record: RepoRecord, cmap: CoverageMap, bounds: Bounds = Bounds()) -> list[Candidate]:
+    """Functions, methods and classes run by passing, non-flaky tests; never tests or dunders."""
+    out = []
+    by_file: dict[str, set[str]] = {}
+    for s in cmap.symbols:
+        if not is_test_path(s.path):
+            by_file.setdefault(s.path, set()).update(s.tests)
+        name = s.qualname.rsplit(".", 1)[-1]
+        if is_test_path(s.path) or (name.startswith("__") and name.endswith("__")):
+            continue
+        if not (bounds.min_tests <= len(s.tests) <= bounds.max_tests):
+            continue
+        if not (bounds.min_lines <= s.lines <= bounds.max_lines):
+            continue
+        out.append(Candidate(repo=record.name, path=s.path, qualname=s.qualname, kind=s.kind,
+                             lines=s.lines, tests=s.tests))
+    for path, tests in sorted(by_file.items()):
+        if bounds.min_tests <= len(tests) <= bounds.max_tests * 4:
+            out.append(Candidate(repo=record.name, path=path, qualname="", kind="file", lines=0, tests=sorted(tests)))
+    return out
+
+
+def delete_repo(
+    record: RepoRecord,
+    run_dir: Path,
+    *,
+    strategies: list[str],
+    max_candidates: int,
+    seed: int,
+    keep_docstrings: bool,
+    check_factory: Callable[[Path], Callable],
+    bounds: Bounds = Bounds(),
+) -> list[Deletion]:
+    """Deletions for one mined repo; `check_factory(original_tree)` gives the strategies' check."""
+    from featdel.deletion import NotApplicable, choose, delete
+    from featdel.deletion.base import deletion_id
+    from featdel.trees import extract
+
+    repo_dir = run_dir / "repos" / record.name
+    cmap = CoverageMap.load(repo_dir / "coverage.json")
+    pool = candidates(record, cmap, bounds)
+    rng = random.Random(seed ^ zlib.crc32(record.name.encode()))
+    # Attempts that a strategy refuses are recorded and do not count towards max_candidates.
+    pairs = choose(pool, strategies, rng, max_pairs=max_candidates * 4)
+    made: list[Deletion] = []
+    seen: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:
+        original = extract(repo_dir / "snapshot.tar.gz", Path(tmp) / "orig")
+        check = check_factory(original)
+        for cand, name in pairs:
+            if len(made) >= max_candidates:
+                break
+            try:
+                deletion = delete(original, cand, name, check=check, keep_docstrings=keep_docstrings, seed=seed)
+            except NotApplicable as exc:
+                target = f"{cand.path}::{cand.qualname}"
+                append_jsonl(run_dir / "verdicts.jsonl", Verdict(
+                    deletion_id=deletion_id(record.name, name, target, keep_docstrings), repo=record.name,
+                    strategy=name, target=target, status=VerdictStatus.REJECTED, stage="delete", reason=str(exc)))
+                continue
+            if deletion.deletion_id in seen:
+                continue  # a feature deletion can cover a later candidate exactly
+            seen.add(deletion.deletion_id)
+            append_jsonl(run_dir / "deletions.jsonl", deletion)
+            made.append(deletion)
+    (repo_dir / "deleted.done").write_text(str(len(made)))
+    return made
+
+
+def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable], **kwargs) -> list[Deletion]:
+    """Run `delete_repo` for every mined repo not yet done; return all deletions of the run.
+    `check_for(record)` gives that repo's check factory (see `delete_repo`)."""
+    from featdel.mine import latest_records
+
+    for record in latest_records(run_dir).values():
+        if record.status != RepoStatus.MINED:
+            continue
+        if (run_dir / "repos" / record.name / "deleted.done").exists():
+            continue
+        delete_repo(record, run_dir, check_factory=check_for(record), **kwargs)
+    return read_jsonl(run_dir / "deletions.jsonl", Deletion)

@@ -1,0 +1,112 @@
+"""Stage 4, package: verified tasks and their environments as Parquet shards.
+
+In: a verified run directory. Out: `RUN_DIR/tasks/tasks-NNNNN.parquet` and
+`RUN_DIR/envs/envs-NNNNN.parquet`, each with one Arrow schema declared here. Columns follow
+SWE-bench where they overlap; `patch` has the SWE-bench meaning (the gold fix: applied to the
+start state it restores the feature) and `deletion_patch` takes the original tree to the start
+state. FAIL_TO_PASS and PASS_TO_PASS are real lists. The env's `snapshot` (the original tree,
+tar.gz, no VCS data) is stored once per repo@commit, so a task is self-contained offline:
+start state = extract snapshot, `git apply deletion_patch`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from featdel import difficulty, statement, trees
+from featdel.records import Deletion, RepoRecord, Verdict, VerdictStatus, read_jsonl
+
+DIFFICULTY = pa.struct([
+    ("deleted_lines", pa.int32()), ("deleted_symbols", pa.int32()), ("files", pa.int32()),
+    ("cyclomatic", pa.int32()), ("fail_to_pass", pa.int32()), ("pass_to_pass", pa.int32()),
+    ("references", pa.int32()), ("docstrings_kept", pa.bool_()), ("tests_visible", pa.bool_()),
+])
+TASK_SCHEMA = pa.schema([
+    ("instance_id", pa.string()), ("repo", pa.string()), ("source", pa.string()),
+    ("base_commit", pa.string()), ("environment_setup_commit", pa.string()), ("env_id", pa.string()),
+    ("patch", pa.string()), ("deletion_patch", pa.string()), ("test_patch", pa.string()),
+    ("problem_statement", pa.string()), ("hints_text", pa.string()),
+    ("FAIL_TO_PASS", pa.list_(pa.string())), ("PASS_TO_PASS", pa.list_(pa.string())),
+    ("test_cmd", pa.list_(pa.string())), ("strategy", pa.string()),
+    ("deleted_symbols", pa.list_(pa.string())), ("difficulty", DIFFICULTY),
+    ("image_name", pa.string()), ("created_at", pa.timestamp("us", tz="UTC")),
+])
+ENV_SCHEMA = pa.schema([
+    ("env_id", pa.string()), ("repo", pa.string()), ("source", pa.string()), ("base_commit", pa.string()),
+    ("python", pa.string()), ("install", pa.list_(pa.list_(pa.string()))), ("test_cmd", pa.list_(pa.string())),
+    ("package_dirs", pa.list_(pa.string())), ("snapshot", pa.binary()),
+])
+SHARD_ROWS = 1000
+
+
+def env_id(record: RepoRecord) -> str:
+    return Path(record.env_dir).name
+
+
+def package(run_dir: Path, *, max_tasks: int | None = None) -> tuple[int, int]:
+    """Write the shards (replacing earlier ones); return (tasks, envs) written."""
+    from featdel.mine import latest_records
+
+    records = {r.name: r for r in latest_records(run_dir).values()}
+    deletions = {d.deletion_id: d for d in read_jsonl(run_dir / "deletions.jsonl", Deletion)}
+    verified = [v for v in read_jsonl(run_dir / "verdicts.jsonl", Verdict) if v.status == VerdictStatus.VERIFIED]
+    now = dt.datetime.now(dt.UTC)
+    rows, used = [], {}
+    for v in sorted(verified, key=lambda v: v.deletion_id)[:max_tasks]:
+        record, deletion = records[v.repo], deletions[v.deletion_id]
+        used[v.repo] = record
+        rows.append(task_row(run_dir, record, deletion, v, now))
+    env_rows = [env_row(run_dir, r) for r in sorted(used.values(), key=lambda r: r.name)]
+    _write(run_dir / "tasks", "tasks", rows, TASK_SCHEMA)
+    _write(run_dir / "envs", "envs", env_rows, ENV_SCHEMA)
+    return len(rows), len(env_rows)
+
+
+def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Verdict, now) -> dict:
+    snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"
+    deletion_patch, patch = trees.diff(snapshot, deletion.files)
+    with tempfile.TemporaryDirectory(prefix="featdel-pkg-") as tmp:
+        original = trees.extract(snapshot, Path(tmp) / "original")
+        start = trees.start_state(snapshot, deletion_patch, Path(tmp) / "start")
+        text = statement.write(deletion, original, verdict.FAIL_TO_PASS)
+        feats = difficulty.features(deletion, start, verdict.FAIL_TO_PASS, verdict.PASS_TO_PASS)
+    return {
+        "instance_id": deletion.deletion_id, "repo": record.name, "source": record.source,
+        "base_commit": record.commit, "environment_setup_commit": record.commit, "env_id": env_id(record),
+        "patch": patch, "deletion_patch": deletion_patch, "test_patch": "", "problem_statement": text,
+        "hints_text": "", "FAIL_TO_PASS": verdict.FAIL_TO_PASS, "PASS_TO_PASS": verdict.PASS_TO_PASS,
+        "test_cmd": record.recipe.test_cmd, "strategy": deletion.strategy,
+        "deleted_symbols": deletion.deleted_symbols, "difficulty": feats, "image_name": verdict.image_name,
+        "created_at": now,
+    }
+
+
+def env_row(run_dir: Path, record: RepoRecord) -> dict:
+    snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"
+    return {
+        "env_id": env_id(record), "repo": record.name, "source": record.source, "base_commit": record.commit,
+        "python": record.recipe.python, "install": record.recipe.install, "test_cmd": record.recipe.test_cmd,
+        "package_dirs": record.recipe.package_dirs, "snapshot": snapshot.read_bytes(),
+    }
+
+
+def _write(folder: Path, stem: str, rows: list[dict], schema: pa.Schema) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob(f"{stem}-*.parquet"):
+        old.unlink()
+    for i in range(0, max(len(rows), 1), SHARD_ROWS):
+        table = pa.Table.from_pylist(rows[i : i + SHARD_ROWS], schema=schema)
+        pq.write_table(table, folder / f"{stem}-{i // SHARD_ROWS:05d}.parquet")
+
+
+def read_tasks(run_dir: Path) -> pa.Table:
+    return pq.read_table(run_dir / "tasks", schema=TASK_SCHEMA)
+
+
+def read_envs(run_dir: Path) -> pa.Table:
+    return pq.read_table(run_dir / "envs", schema=ENV_SCHEMA)
