@@ -22,7 +22,7 @@ from conftest_sandbox import as_uid, loopback_server, marker, processes_with, sa
 from featdel.sandboxes import Limits, MiB, SandboxSpec
 from featdel.sandboxes.base import SANDBOX_UID
 
-BACKENDS = ["local"]  # docker joins with its backend
+BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 
 
 @pytest.fixture(params=BACKENDS)

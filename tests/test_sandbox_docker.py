@@ -1,0 +1,93 @@
+"""Invariant: a docker sandbox is one warm container reused by exec, whose root is read-only,
+and whose reset() leaves no process of the last candidate and an empty /tmp; a per-repo image
+carries the interpreter, venv and checkout at their host paths, so the venv's python imports the
+candidate mounted over the checkout with no host path bound in; building it twice is a no-op.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest_sandbox import docker_base_image, sandbox_backend
+
+from featdel.sandboxes import Limits, SandboxSpec
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def docker_sb(tmp_path):
+    backend = sandbox_backend("docker")
+    with backend.open(SandboxSpec(workdir=tmp_path, limits=Limits(timeout_s=60))) as sb:
+        yield sb
+
+
+def test_reset_keeps_a_work_dir_mounted_under_tmp(docker_sb, tmp_path):
+    (tmp_path / "keep.txt").write_text("candidate file")
+    docker_sb.run(["touch", "/tmp/scratch"])
+    docker_sb.reset()
+    assert (tmp_path / "keep.txt").read_text() == "candidate file"
+    assert docker_sb.run(["cat", str(tmp_path / "keep.txt")]).stdout == "candidate file"
+
+
+def test_warm_container_is_reused_and_reset_between_candidates(tmp_path):
+    backend = sandbox_backend("docker")
+    with backend.open(SandboxSpec(workdir=tmp_path, mount_at=Path("/sandbox/work"))) as sb:
+        _reused_and_reset(sb)
+
+
+def _reused_and_reset(docker_sb):
+    first = docker_sb._container.id
+    r = docker_sb.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 & touch /tmp/left-over; echo started"])
+    assert r.ok and r.stdout.strip() == "started"
+    assert docker_sb.run(["sh", "-c", "ls /tmp"]).stdout.split() == ["left-over"]
+    docker_sb.reset()
+    procs = docker_sb.run(["sh", "-c", "for d in /proc/[0-9]*; do cat $d/comm; done"]).stdout.split()
+    assert "sleep" in procs and procs.count("sleep") == 1  # only the container's own sleep
+    assert docker_sb.run(["ls", "/tmp"]).stdout == ""
+    assert docker_sb._container.id == first
+
+
+def test_root_is_read_only_and_tmp_is_writable(docker_sb):
+    assert docker_sb.run(["touch", "/usr/evil"]).exit_code != 0
+    assert docker_sb.run(["touch", "/etc/evil"]).exit_code != 0
+    assert docker_sb.run(["touch", "/tmp/fine"]).ok
+    nets = docker_sb.run(["cat", "/proc/net/dev"]).stdout
+    assert "eth0" not in nets and "lo:" in nets
+
+
+def test_repo_image_holds_the_env_at_host_paths(tmp_path):
+    base = docker_base_image()
+    from featdel.sandboxes.docker_backend import DockerBackend
+    from featdel.sandboxes.images import build_repo_image
+
+    # Not under /tmp: the container's tmpfs /tmp would hide the image's copy.
+    env = Path.home() / ".cache" / f"featdel-test-{uuid.uuid4().hex[:8]}" / "envs" / "demo"
+    try:
+        src = env / "src"
+        src.mkdir(parents=True)
+        (src / "mod.py").write_text("WHO = 'original'\n")
+        venv = env / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+        site = next(venv.glob("lib/python3*/site-packages"))
+        (site / "__editable__.demo.pth").write_text(f"{src}\n")
+        image = build_repo_image(env, python_prefix=Path(sys.base_prefix), base=base)
+        start = time.monotonic()
+        assert build_repo_image(env, python_prefix=Path(sys.base_prefix), base=base) == image
+        assert time.monotonic() - start < 10
+        cand = tmp_path / "cand"
+        cand.mkdir()
+        (cand / "mod.py").write_text("WHO = 'candidate'\n")
+        with DockerBackend().open(SandboxSpec(workdir=cand, mount_at=src, image=image)) as sb:
+            r = sb.run([str(venv / "bin" / "python"), "-c", "import mod, sys; print(mod.WHO, sys.version_info[:2])"])
+        assert r.ok, r.stderr
+        assert r.stdout.split()[0] == "candidate"
+        assert image.startswith("featdel-env-demo:")
+    finally:
+        shutil.rmtree(env.parent.parent, ignore_errors=True)
