@@ -1,0 +1,51 @@
+"""Invariant: `featdel sandbox exec` streams the command's output and exits with its code (124 on
+timeout, 137 when killed for memory, 2 when the sandbox itself cannot run it, with a one-line
+error); `doctor` reports a working local sandbox; the module imports nothing heavy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import typer
+from typer.testing import CliRunner
+
+from featdel.cli_sandbox import parse_size, sandbox_app
+
+app = typer.Typer()
+app.add_typer(sandbox_app, name="sandbox")
+runner = CliRunner()
+
+
+def test_exec_streams_output_and_passes_exit_codes(tmp_path):
+    r = runner.invoke(app, ["sandbox", "exec", "--workdir", str(tmp_path), "--", "sh", "-c", "echo hi; exit 7"])
+    assert r.exit_code == 7 and "hi" in r.stdout
+    assert runner.invoke(app, ["sandbox", "exec", "--timeout", "0.5", "--", "sleep", "5"]).exit_code == 124
+    hog = ["sandbox", "exec", "--memory", "64M", "--", "python3", "-c", "x = bytearray(1 << 30)"]
+    assert runner.invoke(app, hog).exit_code == 137
+
+
+def test_bad_input_is_a_one_line_error(tmp_path):
+    r = runner.invoke(app, ["sandbox", "exec", "--workdir", str(tmp_path / "nope"), "--", "true"])
+    assert r.exit_code == 2 and "not an existing directory" in r.output
+    assert runner.invoke(app, ["sandbox", "exec", "--memory", "lots", "--", "true"]).exit_code == 2
+    assert runner.invoke(app, ["sandbox", "exec", "--backend", "vm", "--", "true"]).exit_code == 2
+    assert parse_size("512M") == 512 << 20 and parse_size("2G") == 2 << 30 and parse_size("1000") == 1000
+
+
+def test_doctor_reports_a_working_local_sandbox():
+    r = runner.invoke(app, ["sandbox", "doctor"])
+    assert "ok   local sandbox" in r.stdout, r.stdout
+    assert r.exit_code == 0
+
+
+def test_every_command_has_help_with_an_example():
+    for name in ("exec", "build", "doctor"):
+        r = runner.invoke(app, ["sandbox", name, "--help"])
+        assert r.exit_code == 0 and "featdel sandbox" in r.stdout
+
+
+def test_module_imports_nothing_heavy():
+    code = "import sys, featdel.cli_sandbox; print(sorted({'docker', 'requests'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
