@@ -7,6 +7,8 @@ random gradients for every optimizer).
 
 Compared, all on the same ranks:
 - sharded Muon: ShardedMuon on the FSDP2 shards, per head and per expert (the issue's design);
+- sharded Muon, no overlap: the same, but each exchange is waited for as soon as it is
+  launched (what the asynchronous pipeline buys);
 - sharded Muon, full matrix: the same code with whole matrices (attention, a 3-D expert tensor
   as one tall matrix): shows what granularity does to balance and traffic;
 - unsharded full-matrix Muon: every rank holds the whole model and orthogonalises every whole
@@ -72,6 +74,7 @@ def _measure(rank, world, args):
         p.grad = grads[n]
     optimizers = {
         "sharded Muon, per head and expert": ShardedMuon(optimizer_groups(model)),
+        "sharded Muon, no overlap": ShardedMuon(optimizer_groups(model), overlap=False),
         "sharded Muon, full matrix": ShardedMuon(optimizer_groups(model, attention="matrix", experts="matrix")),
         "unsharded full-matrix Muon": ShardedMuon(optimizer_groups(plain, attention="matrix", experts="matrix")),
         "AdamW on FSDP2 shards": torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True),

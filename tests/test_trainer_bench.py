@@ -26,7 +26,7 @@ def test_cpu_benchmark_reports_ratios(tmp_path):
     import json
 
     rows = json.loads((tmp_path / "r.json").read_text())["rows"]
-    assert set(rows) == {"sharded Muon, per head and expert", "sharded Muon, full matrix",
+    assert set(rows) == {"sharded Muon, per head and expert", "sharded Muon, no overlap", "sharded Muon, full matrix",
                          "unsharded full-matrix Muon", "AdamW on FSDP2 shards"}
     assert rows["sharded Muon, full matrix"]["bytes_per_rank"] > 0
     assert rows["unsharded full-matrix Muon"]["bytes_per_rank"] == 0

@@ -12,15 +12,8 @@ torch = pytest.importorskip("torch")
 
 from featdel.trainer.newton_schulz import newton_schulz, newton_schulz_flops  # noqa: E402
 from featdel.trainer.optim import ShardedMuon  # noqa: E402
+from trainer_helpers import MUON_SPECS as SPECS  # noqa: E402
 from trainer_helpers import reference_muon  # noqa: E402
-
-SPECS = {  # name: (shape, granularity, head_dim)
-    "q": ((24, 16), "head_rows", 4),
-    "o": ((16, 24), "head_cols", 4),
-    "w": ((20, 12), "matrix", None),
-    "experts": ((6, 12, 16), "expert", None),
-    "stack": ((4, 8, 8), "matrix", None),
-}
 
 
 def test_newton_schulz_orthogonalises_wide_and_tall_batches():

@@ -5,14 +5,15 @@ or columns that straddle shard boundaries, uneven shards, experts, a stacked ten
 matrix, AdamW vectors) equals the reference within 1e-5, with the parameters spread over a 1-D
 FSDP mesh and a 2-D HSDP mesh at once and buckets small enough to pipeline several exchanges;
 experts sharded on their expert dimension exchange no bytes, while a whole matrix cut into
-shards exchanges exactly its off-owner part, there and back.
+shards exchanges exactly its off-owner part, there and back; waiting for each exchange at once
+(overlap off) gives the same result.
 """
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_trainer_muon import SPECS  # noqa: E402
+from trainer_helpers import MUON_SPECS as SPECS  # noqa: E402
 from trainer_helpers import reference_muon, run_ranks  # noqa: E402
 
 STEPS, LR, WD = 3, 0.05, 0.1
@@ -28,7 +29,7 @@ def _data():
     return params, grads
 
 
-def _sharded_run(rank, world, out):
+def _sharded_run(rank, world, out, overlap):
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -48,7 +49,7 @@ def _sharded_run(rank, world, out):
     live = {n.split(".")[-1]: p for n, p in root.named_parameters()}
     groups = [{"params": [live[n]], "granularity": gran, "head_dim": hd} for n, (_, gran, hd) in ALL.items()]
     groups.append({"params": [live["bias"]], "algorithm": "adamw", "lr": 1e-2})
-    opt = ShardedMuon(groups, lr=LR, weight_decay=WD, bucket_numel=300)
+    opt = ShardedMuon(groups, lr=LR, weight_decay=WD, bucket_numel=300, overlap=overlap)
     for step in grads:
         for n, p in live.items():
             p.grad = distribute_tensor(step[n], p.device_mesh, p.placements)
@@ -72,10 +73,10 @@ def _sharded_run(rank, world, out):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("world", [4, 8])
-def test_sharded_muon_equals_single_process_reference(world, tmp_path):
+@pytest.mark.parametrize("world, overlap", [(4, True), (8, True), (4, False)])
+def test_sharded_muon_equals_single_process_reference(world, overlap, tmp_path):
     out = tmp_path / "out.pt"
-    run_ranks(_sharded_run, world, tmp_path, str(out))
+    run_ranks(_sharded_run, world, tmp_path, str(out), overlap)
     got = torch.load(out)
     params, grads = _data()
     names = list(ALL)

@@ -10,6 +10,14 @@ from __future__ import annotations
 
 import math
 
+MUON_SPECS = {  # name: (shape, granularity, head_dim): one of each way to cut a weight
+    "q": ((24, 16), "head_rows", 4),
+    "o": ((16, 24), "head_cols", 4),
+    "w": ((20, 12), "matrix", None),
+    "experts": ((6, 12, 16), "expert", None),
+    "stack": ((4, 8, 8), "matrix", None),
+}
+
 
 def _entry(rank, world, store, fn, args):
     from datetime import timedelta

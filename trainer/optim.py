@@ -14,7 +14,8 @@ On plain tensors in one process this is exactly per-matrix Muon. On FSDP2 DTenso
 momentum stays sharded (element-wise work is local), and per bucket of same-shape matrices
 one `all_to_all_single` brings whole matrices to their owners, Newton-Schulz runs batched
 there, and a second one returns the results. The next bucket's exchange is launched before the
-current bucket's Newton-Schulz, so communication overlaps compute. Newton-Schulz and the
+current bucket's Newton-Schulz, and results travel back while later buckets compute, so
+communication overlaps compute (`overlap=False` waits for each exchange, for comparison). Newton-Schulz and the
 exchange run in fp32 on CPU and bf16 on GPU unless `ns_dtype` says otherwise. The state holds
 DTensors shaped like the parameters, so `torch.distributed.checkpoint` saves and reshards it.
 """
@@ -40,13 +41,15 @@ class ShardedMuon(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 0.02, *, momentum: float = 0.95, nesterov: bool = True,
                  weight_decay: float = 0.0, granularity: str = "matrix", head_dim: int | None = None,
                  algorithm: str = "muon", betas: tuple[float, float] = (0.9, 0.95), eps: float = 1e-8,
-                 ns_steps: int = 5, ns_dtype: torch.dtype | None = None, bucket_numel: int = 1 << 24):
+                 ns_steps: int = 5, ns_dtype: torch.dtype | None = None, bucket_numel: int = 1 << 24,
+                 overlap: bool = True):
         if lr < 0 or weight_decay < 0 or not 0 <= momentum < 1:
             raise ValueError(f"need lr >= 0, weight_decay >= 0, 0 <= momentum < 1 (got {lr}, {weight_decay}, {momentum})")
         defaults = dict(lr=lr, momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
                         granularity=granularity, head_dim=head_dim, algorithm=algorithm, betas=betas, eps=eps)
         super().__init__(params, defaults)
         self.ns_steps, self.ns_dtype, self.bucket_numel = ns_steps, ns_dtype, bucket_numel
+        self.overlap = overlap  # False: wait for each exchange at once (to measure what overlap buys)
         for group in self.param_groups:
             if group["algorithm"] not in ("muon", "adamw"):
                 raise ValueError(f"algorithm {group['algorithm']!r} is unknown; use 'muon' or 'adamw'")
@@ -126,65 +129,63 @@ class ShardedMuon(torch.optim.Optimizer):
         dtype = self.ns_dtype or (torch.bfloat16 if mats.is_cuda else torch.float32)
         return newton_schulz(mats, self.ns_steps, dtype=dtype).mul_(muon_scale(rows, cols))
 
+    def _exchange(self, bk, send, out_splits, in_splits):
+        """Start one all_to_all_single of a bucket; returns (received buffer, work or None)."""
+        if not bk.exchange:  # nothing crosses ranks: the send order is the receive order
+            return send, None
+        recv = send.new_empty(sum(out_splits))
+        work = dist.all_to_all_single(recv, send, out_splits, in_splits, group=bk.info.group, async_op=True)
+        self.last_step_bytes += (sum(in_splits) - in_splits[bk.info.rank]) * send.element_size()
+        if not self.overlap:
+            work.wait()
+            return recv, None
+        return recv, work
+
+    def _send_out(self, bk, params, updates):
+        """Pack a sharded bucket's local matrices and start sending them to their owners."""
+        if bk.info.size == 1:
+            return None
+        flat = torch.cat([updates[i].reshape(-1) for i in bk.members])
+        dtype = self.ns_dtype or (torch.bfloat16 if flat.is_cuda else torch.float32)
+        return self._exchange(bk, flat.to(dtype)[bk.send_index], bk.recv_splits, bk.send_splits)
+
+    def _unsharded(self, bk, params, updates):
+        """A bucket nobody shards: its matrices are views of the local tensors."""
+        mats = torch.cat([to_matrices(updates[i], params[i][1]["granularity"], params[i][1]["head_dim"])
+                          for i in bk.members])
+        out, start = self._ns(mats, bk.rows, bk.cols), 0
+        for i in bk.members:
+            p, g = params[i]
+            n = matrix_shape(tuple(p.shape), g["granularity"], g["head_dim"])[0]
+            self._apply(p, g, from_matrices(out[start:start + n], tuple(p.shape), g["granularity"]))
+            start += n
+
     def _muon_step(self):
         params, buckets = self._plan()
         if not params:
             return
         updates = [self._momentum(p, g) for p, g in params]
         self.last_step_bytes = 0
-        flights = {}
-
-        def launch(b):
-            bk = buckets[b]
-            dtype = self.ns_dtype or (torch.bfloat16 if updates[bk.members[0]].is_cuda else torch.float32)
-            if bk.info.size == 1:
-                return None
-            flat = torch.cat([updates[i].reshape(-1) for i in bk.members]).to(dtype)
-            send = flat[bk.send_index]
-            if not bk.exchange:
-                return send, None
-            recv = send.new_empty(sum(bk.recv_splits))
-            work = dist.all_to_all_single(recv, send, bk.recv_splits, bk.send_splits,
-                                          group=bk.info.group, async_op=True)
-            me = bk.info.rank
-            self.last_step_bytes += (sum(bk.send_splits) - bk.send_splits[me]) * send.element_size()
-            return recv, work
-
-        pending = launch(0) if buckets else None
+        returning = []
+        outgoing = self._send_out(buckets[0], params, updates) if buckets else None
         for b, bk in enumerate(buckets):
-            current, pending = pending, (launch(b + 1) if b + 1 < len(buckets) else None)
-            if bk.info.size == 1:  # not sharded: the matrices are views of the local tensor
-                mats = torch.cat([to_matrices(updates[i], params[i][1]["granularity"], params[i][1]["head_dim"])
-                                  for i in bk.members])
-                out, start = self._ns(mats, bk.rows, bk.cols), 0
-                for i in bk.members:
-                    p, g = params[i]
-                    n = matrix_shape(tuple(p.shape), g["granularity"], g["head_dim"])[0]
-                    self._apply(p, g, from_matrices(out[start:start + n], tuple(p.shape), g["granularity"]))
-                    start += n
+            # Start the next bucket's exchange before this bucket's Newton-Schulz.
+            arriving = outgoing
+            outgoing = self._send_out(buckets[b + 1], params, updates) if b + 1 < len(buckets) else None
+            if bk.info.size == 1:
+                self._unsharded(bk, params, updates)
                 continue
-            recv, work = current
+            recv, work = arriving
             if work is not None:
                 work.wait()
             mats = recv.new_empty(bk.owned * bk.rows * bk.cols)
             mats[bk.recv_pos] = recv
             out = self._ns(mats.view(bk.owned, bk.rows, bk.cols), bk.rows, bk.cols).reshape(-1)
-            back_send = out[bk.recv_pos]
-            if bk.exchange:
-                back = back_send.new_empty(sum(bk.send_splits))
-                work = dist.all_to_all_single(back, back_send, bk.send_splits, bk.recv_splits,
-                                              group=bk.info.group, async_op=True)
-                me = bk.info.rank
-                self.last_step_bytes += (sum(bk.recv_splits) - bk.recv_splits[me]) * back.element_size()
-            else:
-                back, work = back_send, None
-            flights[b] = (back, work)
-        for b, (back, work) in flights.items():
+            returning.append((bk, self._exchange(bk, out[bk.recv_pos], bk.send_splits, bk.recv_splits)))
+        for bk, (back, work) in returning:
             if work is not None:
                 work.wait()
-            bk = buckets[b]
             flat = back.new_empty(bk.local_numel)
             flat[bk.send_index] = back
             for i, off in zip(bk.members, bk.local_offsets):
-                n = updates[i].numel()
-                self._apply(*params[i], flat[off:off + n])
+                self._apply(*params[i], flat[off:off + updates[i].numel()])
