@@ -30,11 +30,18 @@ PEAK_BF16_TFLOPS = {"H200": 989.0, "H100 PCIe": 756.0, "H100": 989.0, "GH200": 9
 NS_SHAPES = [(16, 2048, 7168), (64, 1024, 2048), (256, 512, 1024), (512, 256, 512)]
 
 
-def _time(fn, warmup: int, iters: int) -> float:
+def _time(fn, warmup: int, iters: int, device: str = "cuda") -> float:
+    import time
+
     import torch
 
     for _ in range(warmup):
         fn()
+    if device == "cpu":  # only so the code path can be exercised without a GPU
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        return (time.perf_counter() - t0) / iters
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     torch.cuda.synchronize()
     start.record()
@@ -45,22 +52,22 @@ def _time(fn, warmup: int, iters: int) -> float:
     return start.elapsed_time(end) / 1e3 / iters
 
 
-def bench_newton_schulz(peak: float, iters: int):
+def bench_newton_schulz(peak: float, iters: int, shapes=NS_SHAPES, device: str = "cuda"):
     import torch
 
     from featdel.trainer.newton_schulz import newton_schulz, newton_schulz_flops
 
     rows = []
-    for n, r, c in NS_SHAPES:
-        x = torch.randn(n, r, c, device="cuda", dtype=torch.bfloat16)
-        s = _time(lambda: newton_schulz(x, 5, dtype=torch.bfloat16), 2, iters)
+    for n, r, c in shapes:
+        x = torch.randn(n, r, c, device=device, dtype=torch.bfloat16)
+        s = _time(lambda: newton_schulz(x, 5, dtype=torch.bfloat16), 2, iters, device)
         tflops = n * newton_schulz_flops(r, c) / s / 1e12
         rows.append({"shape": [n, r, c], "seconds": s, "tflops": tflops, "of_peak": tflops / peak})
         del x
     return rows
 
 
-def bench_step(peak: float, iters: int, presets):
+def bench_step(peak: float, iters: int, presets, device: str = "cuda"):
     import torch
 
     from featdel.trainer.model import PRESETS, Transformer, optimizer_groups
@@ -71,31 +78,34 @@ def bench_step(peak: float, iters: int, presets):
     for name in presets:
         model = opt = None
         try:
-            with torch.device("cuda"):
+            with torch.device(device):
                 torch.manual_seed(0)
                 model = Transformer(PRESETS[name])
             for p in model.parameters():
                 p.grad = torch.randn_like(p)
             opt = ShardedMuon(optimizer_groups(model))
-            s = _time(opt.step, 1, iters)
-        except torch.cuda.OutOfMemoryError:
+            s = _time(opt.step, 1, iters, device)
+        except torch.OutOfMemoryError:
             del model, opt
             torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
             continue
         flops = sum(matrix_shape(tuple(p.shape), g["granularity"], g["head_dim"])[0]
                     * newton_schulz_flops(*matrix_shape(tuple(p.shape), g["granularity"], g["head_dim"])[1:])
                     for g in opt.param_groups if g["algorithm"] == "muon" for p in g["params"])
         del opt
-        torch.cuda.empty_cache()
-        adamw = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
-        try:
-            s_adamw = _time(adamw.step, 1, iters)
-        except torch.cuda.OutOfMemoryError:
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        try:  # AdamW's two states may not fit beside the weights of the largest Muon model
+            adamw = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+            s_adamw = _time(adamw.step, 1, iters, device)
+            del adamw
+        except torch.OutOfMemoryError:
             s_adamw = float("nan")
         n_params = sum(p.numel() for p in model.parameters())
         return {"preset": name, "params": n_params, "seconds": s, "ns_flops": flops,
                 "tflops": flops / s / 1e12, "of_peak": flops / s / 1e12 / peak, "adamw_seconds": s_adamw,
-                "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30}
+                "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0.0}
     return None
 
 

@@ -35,6 +35,7 @@ class TrainConfig:
     save_at: int | None = None  # steps done when a checkpoint is written to checkpoint_dir
     checkpoint_dir: str | None = None
     resume: bool = False  # continue from checkpoint_dir
+    device: str = "cpu"  # "cuda" needs a process group on NCCL and one GPU per rank
 
     def __post_init__(self):
         if self.model not in _preset_names():
@@ -94,9 +95,10 @@ def build(cfg: TrainConfig, dims=None):
     from featdel.trainer.parallel import parallelize
 
     torch.manual_seed(cfg.seed)
-    model = Transformer(cfg.model)
+    with torch.device(cfg.device):
+        model = Transformer(cfg.model)
     if dims is not None:
-        parallelize(model, dims)
+        parallelize(model, dims, cfg.device)
     groups = optimizer_groups(model, lr=cfg.lr, adamw_lr=cfg.adamw_lr, weight_decay=cfg.weight_decay,
                               attention=cfg.attention, experts=cfg.experts)
     return model, ShardedMuon(groups)
@@ -120,9 +122,8 @@ def train(cfg: TrainConfig, dims=None, log=print) -> TrainResult:
     rows, cols = cfg.batch_size // dp, cfg.seq_len // cp
     data, losses = corpus(), []
     for step in range(start, cfg.steps):
-        x, y = batch(data, cfg, step)
-        x = x[dp_idx * rows:(dp_idx + 1) * rows, cp_idx * cols:(cp_idx + 1) * cols]
-        y = y[dp_idx * rows:(dp_idx + 1) * rows, cp_idx * cols:(cp_idx + 1) * cols]
+        x, y = (t[dp_idx * rows:(dp_idx + 1) * rows, cp_idx * cols:(cp_idx + 1) * cols].to(cfg.device)
+                for t in batch(data, cfg, step))
         loss = model(x, y)
         loss.backward()
         opt.step()
