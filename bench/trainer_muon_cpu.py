@@ -14,6 +14,7 @@ Compared, all on the same ranks:
 - unsharded full-matrix Muon: every rank holds the whole model and orthogonalises every whole
   matrix itself (plain data-parallel Muon, no exchange, all work repeated on every rank);
 - AdamW: torch.optim.AdamW (foreach) on the FSDP2 shards.
+Optimizers take turns step by step, so load from other processes falls on all of them alike.
 On a machine with fewer cores than ranks the ranks share cores, so times measure total CPU
 work more than parallel speed; ratios, not absolute times, are the result.
 
@@ -79,19 +80,20 @@ def _measure(rank, world, args):
         "unsharded full-matrix Muon": ShardedMuon(optimizer_groups(plain, attention="matrix", experts="matrix")),
         "AdamW on FSDP2 shards": torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True),
     }
-    rows = {}
-    for name, opt in optimizers.items():
-        times = []
-        for i in range(args.warmup + args.steps):
+    times = {name: [] for name in optimizers}
+    for i in range(args.warmup + args.steps):  # interleaved, so load from elsewhere hits all alike
+        for name, opt in optimizers.items():
             dist.barrier()
             t0 = time.perf_counter()
             opt.step()
             dist.barrier()
             if i >= args.warmup:
-                times.append(time.perf_counter() - t0)
+                times[name].append(time.perf_counter() - t0)
+    rows = {}
+    for name, opt in optimizers.items():
         sent = torch.tensor(float(getattr(opt, "last_step_bytes", 0)))
         dist.all_reduce(sent)
-        rows[name] = {"step_s": statistics.median(times), "bytes_per_rank": sent.item() / world}
+        rows[name] = {"step_s": statistics.median(times[name]), "bytes_per_rank": sent.item() / world}
     n_params = sum(p.numel() for p in plain.parameters())
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
