@@ -77,7 +77,13 @@ class RepoContext:
 def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) -> str | None:
     """None when the tree imports and collects the baseline tests, else the reason."""
     modules = [d.removeprefix("src/").removesuffix(".py").replace("/", ".") for d in ctx.env.recipe.package_dirs]
-    code = "import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)"
+    # The script always prints one JSON line; anything else means the interpreter or sandbox broke.
+    code = (
+        "import importlib, json, sys\n"
+        "try:\n    [importlib.import_module(m) for m in sys.argv[1:]]\n    err = None\n"
+        "except BaseException as exc:\n    err = f'{type(exc).__name__}: {exc}'.splitlines()[0][:200]\n"
+        "print('FEATDEL-IMPORT ' + json.dumps(err))"
+    )
     from featdel.sandboxes.base import Limits, SandboxSpec
 
     spec = SandboxSpec(workdir=tree, mount_at=ctx.env.src, readonly=(ctx.env.venv, ctx.env.python_prefix),
@@ -85,9 +91,13 @@ def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) 
     with backend.open(spec) as sandbox:
         result = sandbox.run([str(ctx.env.venv / "bin" / "python"), "-c", code, *modules],
                              cwd=ctx.env.src, env=ctx.env.environ())
-    if not result.ok:
+    marker = [ln for ln in result.stdout.splitlines() if ln.startswith("FEATDEL-IMPORT ")]
+    if not marker:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"the package no longer imports: {last[:200]}"
+        raise Broke(f"the import check did not run (exit {result.exit_code}): {last[:200]}")
+    error = json.loads(marker[-1].removeprefix("FEATDEL-IMPORT "))
+    if error:
+        return f"the package no longer imports: {error}"
     run = run_suite(ctx.env, backend, RunOptions(collect_only=True, timeout_s=300), tree=tree)
     if run.broken:
         raise Broke(run.broken)

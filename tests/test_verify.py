@@ -1,0 +1,161 @@
+"""Deletion -> verification -> shards on a tiny real repository, end to end.
+
+Pins: every verified task's start state, rebuilt from the shards alone, fails its F2P tests and
+passes them all (and P2P) once `patch` is applied; a skipped test is never counted as a failure;
+a broken environment is `broken`, never `rejected`; shards load in DuckDB and `datasets` with
+F2P as real lists; stages resume without redoing work.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from featdel.corpus import CorpusEntry
+from featdel.delete import delete_all
+from featdel.mine import Thresholds, mine
+from featdel.package import TASK_SCHEMA, package, read_envs, read_tasks
+from featdel.records import Deletion, RepoStatus, Verdict, VerdictStatus, read_jsonl
+from featdel.recipe import Overrides
+from featdel.testrun import RunOptions, run_suite
+from featdel.trees import apply_patch, start_state
+from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all, verify_one
+from tests.conftest import TINY_LIB, make_repo
+
+# A test that skips when the feature is missing: deleting `whisper` must not count it as F2P.
+SKIPPING = {
+    **TINY_LIB,
+    "tests/test_skip.py": (
+        "import pytest\nimport tinylib.text as t\n\n\n"
+        "def test_whisper_or_skip():\n"
+        "    try:\n        out = t.whisper('A')\n    except NotImplementedError:\n        pytest.skip('no whisper')\n"
+        "    assert out == 'a'\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, featdel_cache, local_backend):
+    repo = make_repo(tmp_path_factory.mktemp("skiprepo") / "tinylib", SKIPPING)
+    run_dir = tmp_path_factory.mktemp("run")
+    [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=local_backend,
+                    thresholds=Thresholds(min_passing=3, min_coverage=10.0))
+    assert record.status == RepoStatus.MINED, record.reason
+    delete_all(run_dir, strategies=["body", "function", "method", "class", "feature"], max_candidates=6, seed=0,
+               keep_docstrings=True, check_for=lambda r: make_check(RepoContext.load(run_dir, r), local_backend))
+    verdicts = verify_all(run_dir, local_backend, VerifyOptions(reruns=2))
+    package(run_dir)
+    return run_dir, verdicts
+
+
+def test_some_deletions_verify(run):
+    run_dir, verdicts = run
+    verified = [v for v in verdicts if v.status == VerdictStatus.VERIFIED]
+    assert verified, [(v.deletion_id, v.stage, v.reason) for v in verdicts]
+    assert {v.strategy for v in verified} >= {"body"}
+    for v in verified:
+        assert v.FAIL_TO_PASS and not set(v.FAIL_TO_PASS) & set(v.PASS_TO_PASS)
+        assert "tests/test_calc.py::test_flaky" not in v.FAIL_TO_PASS + v.PASS_TO_PASS
+
+
+def test_skipped_test_is_not_a_failure(run, local_backend, tmp_path):
+    run_dir, verdicts = run
+    for v in verdicts:
+        assert "tests/test_skip.py::test_whisper_or_skip" not in v.FAIL_TO_PASS
+    from featdel.deletion import delete
+    from featdel.mine import latest_records
+    from featdel.records import Candidate
+    from featdel.trees import extract
+
+    record = next(iter(latest_records(run_dir).values()))
+    ctx = RepoContext.load(run_dir, record)
+    original = extract(ctx.snapshot, tmp_path / "orig")
+    tests = ["tests/test_skip.py::test_whisper_or_skip", "tests/test_text.py::test_whisper"]
+    cand = Candidate(repo=record.name, path="tinylib/text.py", qualname="whisper", kind="function", lines=2, tests=tests)
+    deletion = delete(original, cand, "body", check=lambda edits: True)
+    verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
+    assert verdict.status == VerdictStatus.VERIFIED, verdict
+    assert verdict.FAIL_TO_PASS == ["tests/test_text.py::test_whisper"]
+    assert "tests/test_skip.py::test_whisper_or_skip" not in verdict.PASS_TO_PASS
+
+
+def test_shards_rebuild_start_state_that_fails_and_gold_patch_restores(run, local_backend, tmp_path):
+    run_dir, _ = run
+    tasks = read_tasks(run_dir).to_pylist()
+    env_row = read_envs(run_dir).to_pylist()[0]
+    snapshot = tmp_path / "snapshot.tar.gz"
+    snapshot.write_bytes(env_row["snapshot"])
+    record = json.loads((run_dir / "repos.jsonl").read_text().splitlines()[-1])
+    from featdel.envs import load
+
+    env = load(Path(record["env_dir"]))
+    assert tasks
+    for task in tasks:
+        start = start_state(snapshot, task["deletion_patch"], tmp_path / task["instance_id"])
+        f2p, p2p = task["FAIL_TO_PASS"], task["PASS_TO_PASS"]
+        before = run_suite(env, local_backend, RunOptions(tests=f2p), tree=start)
+        assert before.broken is None
+        assert not before.passed() & set(f2p), task["instance_id"]
+        apply_patch(start, task["patch"])
+        after = run_suite(env, local_backend, RunOptions(tests=f2p + p2p), tree=start)
+        assert after.passed() == set(f2p + p2p), task["instance_id"]
+
+
+def test_start_state_has_one_commit_and_no_deleted_line(run, tmp_path):
+    run_dir, _ = run
+    import subprocess
+
+    task = read_tasks(run_dir).to_pylist()[0]
+    snapshot = tmp_path / "s.tar.gz"
+    snapshot.write_bytes(read_envs(run_dir).to_pylist()[0]["snapshot"])
+    start = start_state(snapshot, task["deletion_patch"], tmp_path / "start")
+    log = subprocess.run(["git", "log", "--all", "--oneline"], cwd=start, capture_output=True, text=True).stdout
+    assert len(log.splitlines()) == 1
+    refs = subprocess.run(["git", "for-each-ref"], cwd=start, capture_output=True, text=True).stdout
+    assert len(refs.splitlines()) == 1
+    deletion = next(d for d in read_jsonl(run_dir / "deletions.jsonl", Deletion) if d.deletion_id == task["instance_id"])
+    body_lines = {ln.strip() for s in deletion.removed for ln in s.splitlines()[1:] if len(ln.strip()) > 12}
+    text = "\n".join(p.read_text() for p in start.rglob("*.py"))
+    assert not [ln for ln in body_lines if ln in text and ln not in deletion.files.get(deletion.target.split("::")[0], "")]
+
+
+def test_shards_load_in_duckdb_and_datasets(run):
+    run_dir, _ = run
+    import duckdb
+
+    [(n, f2p_type)] = duckdb.sql(
+        f"select count(*), typeof(any_value(FAIL_TO_PASS)) from read_parquet('{run_dir}/tasks/*.parquet')"
+    ).fetchall()
+    assert n == read_tasks(run_dir).num_rows and f2p_type == "VARCHAR[]"
+    import datasets
+
+    ds = datasets.load_dataset("parquet", data_files=str(run_dir / "tasks" / "*.parquet"), split="train")
+    assert isinstance(ds[0]["FAIL_TO_PASS"], list)
+    assert set(TASK_SCHEMA.names) <= set(ds.column_names)
+
+
+def test_broken_environment_is_broken_not_rejected(run, local_backend, tmp_path):
+    run_dir, _ = run
+    from dataclasses import replace
+
+    from featdel.mine import latest_records
+
+    record = next(iter(latest_records(run_dir).values()))
+    ctx = RepoContext.load(run_dir, record)
+    fake_root = tmp_path / "env"
+    (fake_root / "src").mkdir(parents=True)
+    (fake_root / "venv" / "bin").mkdir(parents=True)  # no interpreter inside: the env is broken
+    ctx.env = replace(ctx.env, root=fake_root)
+    deletion = read_jsonl(run_dir / "deletions.jsonl", Deletion)[0]
+    verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
+    assert verdict.status == VerdictStatus.BROKEN, verdict
+
+
+def test_verify_resumes(run, local_backend):
+    run_dir, verdicts = run
+    before = (run_dir / "verdicts.jsonl").read_text()
+    again = verify_all(run_dir, local_backend, VerifyOptions(reruns=2))
+    assert (run_dir / "verdicts.jsonl").read_text() == before
+    assert len(again) == len(verdicts)
