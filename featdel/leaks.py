@@ -83,7 +83,7 @@ def audit(found_needles: list[str], roots: list[Path], extra_texts: dict[str, st
             if not path.is_file() or path.is_symlink():
                 continue
             data = path.read_bytes()
-            if ".git" in path.relative_to(root).parts and "objects" in path.parts:
+            if path.parent.parent.name == "objects" and len(path.parent.name) == 2:  # a loose git object
                 try:
                     data = zlib.decompress(data).split(b"\0", 1)[-1]  # drop "blob <size>\0"
                 except zlib.error:
