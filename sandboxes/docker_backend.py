@@ -70,8 +70,8 @@ class DockerSandbox:
 
         limits = self.spec.limits
         mounts = [Mount(str(self.mount_at), str(self.workdir), type="bind")]
-        mounts += [Mount(str(p), str(p), type="bind", read_only=True) for p in self.readonly]
-        mounts += [Mount(str(p), str(p), type="bind") for p in self.writable]
+        mounts += [Mount(str(dest), str(src), type="bind", read_only=True) for src, dest in self.readonly]
+        mounts += [Mount(str(dest), str(src), type="bind") for src, dest in self.writable]
         tmp_opts = "rw,nosuid,nodev,mode=1777" + (f",size={limits.memory_bytes}" if limits.memory_bytes else "")
         try:
             self._container = self._client.containers.run(
@@ -113,7 +113,7 @@ class DockerSandbox:
     def reset(self) -> None:
         self._sweep()
         self._exec_quiet(["sh", "-c", _WIPE])
-        for path in (self.workdir, *self.writable):
+        for path in (self.workdir, *(src for src, _ in self.writable)):
             hostpaths.hand_over(path)
 
     def _exec_quiet(self, argv: list[str], timeout_s: float = 30) -> int:

@@ -71,12 +71,20 @@ def hand_over(path: Path) -> None:
         raise SandboxError(f"cannot hand {path} to the sandbox user: {exc}") from exc
 
 
-def prepare(spec: SandboxSpec) -> tuple[Path, Path, tuple[Path, ...], tuple[Path, ...]]:
-    """(workdir, mount_at, readonly, writable), checked and resolved; workdir handed over."""
+Bind = tuple[Path, Path]  # (host source, resolved; destination inside, as the caller spelled it)
+
+
+def prepare(spec: SandboxSpec) -> tuple[Path, Path, tuple[Bind, ...], tuple[Bind, ...]]:
+    """(workdir, mount_at, readonly binds, writable binds), checked; writable dirs handed over.
+
+    A bind's destination is the caller's absolute path, not the resolved one, so a venv reached
+    through a symlinked cache dir still sits where its scripts and .pth files point."""
     workdir = checked_dir(spec.workdir, "workdir")
-    mount_at = checked_mount_point(spec.mount_at or workdir)
-    readonly = tuple(checked_readonly(p) for p in spec.readonly)
-    writable = tuple(checked_dir(p, "writable path") for p in spec.writable)
-    for path in (workdir, *writable):
+    mount_at = checked_mount_point(Path(spec.mount_at)) if spec.mount_at else Path(os.path.abspath(spec.workdir))
+    checked_mount_point(mount_at)
+    readonly = tuple((checked_readonly(p), Path(os.path.abspath(p))) for p in spec.readonly)
+    writable = tuple((checked_dir(p, "writable path"), checked_mount_point(Path(os.path.abspath(p)), "writable path"))
+                     for p in spec.writable)
+    for path in (workdir, *(src for src, _ in writable)):
         hand_over(path)
     return workdir, mount_at, readonly, writable

@@ -90,7 +90,7 @@ def _from_registry(tag: str) -> str:
     c.images.pull(*REGISTRY_BASE.split(":"))
     user, group = _passwd_lines()
     dockerfile = (f"FROM {REGISTRY_BASE}\nRUN echo '{user.strip()}' >>/etc/passwd && "
-                  f"echo '{group.strip()}' >>/etc/group\n")
+                  f"echo '{group.strip()}' >>/etc/group && chmod 755 /root\n")
     c.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
     return tag
 
@@ -111,6 +111,9 @@ def _debootstrap(tag: str) -> str:
         for rel in _TRIM:
             shutil.rmtree(rootfs / rel, ignore_errors=True)
             (rootfs / rel).mkdir(parents=True, exist_ok=True)
+        # Paths under /root (a pyenv interpreter, a cache of venvs) are bound in at their host
+        # paths; the sandbox uid must be able to walk through the image's empty /root to them.
+        (rootfs / "root").chmod(0o755)
         user, group = _passwd_lines()
         with open(rootfs / "etc/passwd", "a") as f:
             f.write(user)

@@ -100,7 +100,7 @@ class LocalSandbox:
 
     def reset(self) -> None:
         # Nothing outlives a run here (fresh /tmp, no processes); only new files need handing over.
-        for path in (self.workdir, *self.writable):
+        for path in (self.workdir, *(src for src, _ in self.writable)):
             hostpaths.hand_over(path)
 
     def run(
@@ -218,9 +218,9 @@ class LocalSandbox:
             os.close(w)
             fds.append(r)
             a += ["--perms", "0644", "--ro-bind-data", str(r), f"/etc/{name}"]
-        binds = [("--ro-bind", p, p) for p in self.readonly]
+        binds = [("--ro-bind", src, dest) for src, dest in self.readonly]
         binds.append(("--bind", self.workdir, self.mount_at))
-        binds += [("--bind", p, p) for p in self.writable]
+        binds += [("--bind", src, dest) for src, dest in self.writable]
         made: set[Path] = set()
         for flag, src, dest in sorted(binds, key=lambda b: len(b[2].parts)):
             for parent in reversed(dest.parents):

@@ -101,9 +101,10 @@ def unix_server(path: Path) -> Iterator[Path]:
 
 
 def as_uid(uid: int, argv: list[str]) -> subprocess.CompletedProcess[str]:
-    """Run argv on the host, unsandboxed, as uid: what the sandbox user could do without isolation."""
-    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv],
-                          capture_output=True, text=True, timeout=30)
+    """Run argv on the host, unsandboxed, as the host uid the sandbox's commands have (uid as
+    root; the caller's own uid otherwise): what they could do without the isolation."""
+    prefix = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"] if os.geteuid() == 0 else []
+    return subprocess.run([*prefix, *argv], capture_output=True, text=True, timeout=30)
 
 
 def processes_with(marker: str) -> list[int]:

@@ -17,7 +17,7 @@ from conftest_sandbox import loopback_server
 
 from featdel.errors import SandboxError
 from featdel.sandboxes import Limits, SandboxSpec, get_backend
-from featdel.sandboxes.cgroups import ROOT
+from featdel.sandboxes.cgroups import Cgroup
 from featdel.sandboxes.local import LocalBackend
 from featdel.sandboxes.unsafe import UnsafeBackend
 
@@ -83,14 +83,22 @@ def test_failing_command_is_a_result_broken_sandbox_is_an_error(local, tmp_path)
         get_backend("vm")
 
 
-def test_no_cgroup_outlives_its_command(local, tmp_path):
+def test_no_cgroup_outlives_its_command(local, tmp_path, monkeypatch):
     if local.limiter() == "prlimit":
         pytest.skip("no writable cgroups here (not root)")
-    before = set(ROOT.glob("*/**/featdel-*"))
+    made: list[Cgroup] = []
+    real_create = Cgroup.create
+
+    def recording(limits, version):
+        made.append(real_create(limits, version))
+        return made[-1]
+
+    monkeypatch.setattr(Cgroup, "create", staticmethod(recording))
     with local.open(SandboxSpec(workdir=tmp_path)) as sb:
         sb.run(["sh", "-c", "sleep 30 & echo started"], limits=Limits(timeout_s=5))
         sb.run(["sleep", "30"], limits=Limits(timeout_s=0.5))
-    assert set(ROOT.glob("*/**/featdel-*")) == before
+    assert len(made) == 2 and all(len(g.dirs) >= 2 for g in made)
+    assert [d for g in made for d in g.dirs if d.exists()] == []
 
 
 def test_output_streams_and_reset_hands_new_files_over(local, tmp_path):
