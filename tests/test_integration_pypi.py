@@ -1,0 +1,49 @@
+"""End to end on a real PyPI sdist through the CLI: `featdel run` mines inflection 0.5.1,
+yields verified tasks, and a second run reuses the environment and every finished stage."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+FEATDEL = [sys.executable, "-m", "featdel.cli"]
+
+
+def featdel(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*FEATDEL, *args], capture_output=True, text=True, timeout=900)
+
+
+def test_run_on_a_real_sdist_and_resume(tmp_path, featdel_cache):
+    out = tmp_path / "run"
+    first = featdel("run", "pypi:inflection==0.5.1", "--out", str(out), "--max-candidates", "3", "-s", "body",
+                    "-s", "function")
+    assert first.returncode == 0, first.stderr[-2000:]
+    [record] = [json.loads(line) for line in (out / "repos.jsonl").read_text().splitlines()]
+    assert record["status"] == "mined" and record["passed"] > 400
+    coverage = json.loads((out / "repos" / record["name"] / "coverage.json").read_text())
+    assert any(s["tests"] for s in coverage["symbols"])
+    verdicts = (out / "verdicts.jsonl").read_text().splitlines()
+    assert any(json.loads(v)["status"] == "verified" for v in verdicts)
+    assert "tasks in" in first.stdout
+
+    env_dir = Path(record["env_dir"])
+    stamp = (env_dir / "ready.json").stat().st_mtime_ns
+    second = featdel("run", "pypi:inflection==0.5.1", "--out", str(out), "--max-candidates", "3")
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert (env_dir / "ready.json").stat().st_mtime_ns == stamp  # environment reused
+    assert (out / "verdicts.jsonl").read_text().splitlines() == verdicts  # nothing re-verified
+    assert len((out / "repos.jsonl").read_text().splitlines()) == 1  # nothing re-mined
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    bad = featdel("delete", str(tmp_path / "nothing"))
+    assert bad.returncode == 2
+    assert bad.stderr.strip().startswith("error:") and len(bad.stderr.strip().splitlines()) == 1
+    nothing = featdel("mine", "/definitely/missing", "--out", str(tmp_path / "m"))
+    assert nothing.returncode == 1
+    assert "no such directory" in nothing.stdout
