@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: venv
-	$(BIN)/featdel run --corpus corpora/default.toml --out $(DEMO_OUT)
+	$(BIN)/featdel run --corpus corpora/default.toml --out $(DEMO_OUT) --max-candidates 6
 
 test: venv
 	$(BIN)/python -m pytest -q

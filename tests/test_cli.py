@@ -12,3 +12,23 @@ def test_help_is_instant_and_imports_nothing_heavy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_command_has_help_with_an_example_and_is_in_the_readme():
+    from pathlib import Path
+
+    import typer.main
+
+    from featdel.cli import app
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    group = typer.main.get_group(app)
+    names = []
+    for name, cmd in group.commands.items():
+        subs = getattr(cmd, "commands", None)
+        names += [(f"{name} {sub}", c) for sub, c in subs.items()] if subs else [(name, cmd)]
+    assert len(names) >= 8
+    for name, cmd in names:
+        assert cmd.help and "featdel " in cmd.help and "xample" in cmd.help, f"{name}: help lacks an example"
+        if name != "version":
+            assert f"featdel {name}" in readme, f"README does not mention `featdel {name}`"
