@@ -102,6 +102,10 @@ class ShardedMuon(torch.optim.Optimizer):
             self._n_planned = len(params)
             for bk in self._buckets:  # index maps live where the shards live (no per-step copies)
                 device = _local(params[bk.members[0]][0]).device
+                held = sum(_local(params[i][0]).numel() for i in bk.members)
+                if bk.info.size > 1 and held != bk.local_numel:
+                    raise RuntimeError(f"local shards hold {held} elements, the plan expects {bk.local_numel}:"
+                                       " ShardedMuon assumes FSDP2's even dim-0 chunks (torch.chunk)")
                 if bk.send_index is not None:
                     bk.send_index, bk.recv_pos = bk.send_index.to(device), bk.recv_pos.to(device)
         return params, self._buckets
