@@ -79,6 +79,7 @@ def _checkpoint(rank, world, ckpt, out):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")  # the one-process load
 def test_checkpoint_continues_bit_identically(tmp_path):
     ckpt = tmp_path / "ckpt"
     run_ranks(_checkpoint, 4, tmp_path, str(ckpt), str(tmp_path / "out.pt"))
