@@ -2,9 +2,8 @@
 
 Per command (`true`, median of N): plain subprocess, local (bwrap), `docker run` (a fresh
 container each time) and warm `docker exec`. Per validation (a candidate tree written into the
-work dir, reset, then pytest on 30 tests, median of M): subprocess, local, docker exec in a warm
-container with reset, and a fresh container per validation. Printed as milliseconds and as ratios
-to plain subprocess, all from this one run. The docker rows need an engine and the base image
+work dir, `reset()` as between candidates, then pytest on 30 tests; median of M) with each. Backends run round-robin; printed as milliseconds and as ratios to plain
+subprocess, all from this one run. The docker rows need an engine and the base image
 (`featdel sandbox build --base-only`); they are skipped with a note otherwise.
 
 Run: .venv/bin/python bench/sandbox_overhead.py [--n 30] [--m 5] [--image featdel-base:bookworm]
@@ -20,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from featdel.sandboxes import Limits, SandboxSpec, get_backend
@@ -28,14 +28,18 @@ from featdel.sandboxes.images import engine_reason, image_exists
 TESTS = "".join(f"def test_{i}():\n    assert sum(range({i})) == {i * (i - 1) // 2}\n\n" for i in range(30))
 
 
-def median_ms(fn: Callable[[], object], n: int) -> float:
-    fn()  # warm caches
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+def interleaved_ms(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median milliseconds of each fn, run round-robin so that load from other processes on a
+    shared machine falls on every backend alike instead of on whichever ran during a burst."""
+    for fn in fns.values():
+        fn()  # warm caches
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) * 1000 for name, t in times.items()}
 
 
 def write_candidate(work: Path) -> None:
@@ -55,28 +59,25 @@ def main() -> None:
     prefix = Path(sys.base_prefix)
     pytest_argv = [str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
     limits = Limits(timeout_s=120)
-    rows: dict[str, tuple[float, float | None]] = {}
-    with tempfile.TemporaryDirectory(prefix="featdel-bench-", dir="/var/tmp") as tmp:
+    with tempfile.TemporaryDirectory(prefix="featdel-bench-", dir="/var/tmp") as tmp, ExitStack() as stack:
         work = Path(tmp) / "work"
         work.mkdir()
         write_candidate(work)
-
-        def plain_val() -> None:
-            write_candidate(work)
-            subprocess.run(pytest_argv, cwd=work, capture_output=True, timeout=120, check=True)
-
-        rows["subprocess"] = (median_ms(lambda: subprocess.run(["true"], timeout=30), args.n),
-                              median_ms(plain_val, args.m))
-
         spec = SandboxSpec(workdir=work, readonly=(venv, prefix), limits=limits)
-        with get_backend("local").open(spec) as sb:
-            def local_val() -> None:
-                write_candidate(work)
-                sb.reset()
-                assert sb.run(pytest_argv).ok
+        local = stack.enter_context(get_backend("local").open(spec))
 
-            rows["local (bwrap)"] = (median_ms(lambda: sb.run(["true"]), args.n), median_ms(local_val, args.m))
+        def plain(argv: list[str]) -> None:
+            subprocess.run(argv, cwd=work, capture_output=True, timeout=120, check=True)
 
+        def warm(sb, reset: bool) -> Callable[[list[str]], None]:
+            def run(argv: list[str]) -> None:
+                if reset:
+                    sb.reset()
+                assert sb.run(argv).ok
+            return run
+
+        runners: dict[str, Callable[[list[str]], None]] = {"subprocess": plain, "local (bwrap)": warm(local, False)}
+        resets: dict[str, Callable[[list[str]], None]] = {**runners, "local (bwrap)": warm(local, True)}
         reason = engine_reason() or (None if image_exists(args.image) else f"no image {args.image}")
         if reason is None:
             docker = get_backend("docker")
@@ -86,22 +87,19 @@ def main() -> None:
                 with docker.open(spec) as box:
                     assert box.run(argv).ok
 
-            def fresh_val() -> None:
-                write_candidate(work)
-                fresh(pytest_argv)
-
-            rows["docker run (fresh)"] = (median_ms(lambda: fresh(["true"]), max(5, args.n // 3)),
-                                          median_ms(fresh_val, args.m))
-            with docker.open(spec) as box:
-                def warm_val() -> None:
-                    write_candidate(work)
-                    box.reset()
-                    assert box.run(pytest_argv).ok
-
-                rows["docker exec (warm)"] = (median_ms(lambda: box.run(["true"]), args.n),
-                                              median_ms(warm_val, args.m))
+            box = stack.enter_context(docker.open(spec))
+            runners["docker run (fresh)"] = resets["docker run (fresh)"] = fresh
+            runners["docker exec (warm)"] = warm(box, False)
+            resets["docker exec (warm)"] = warm(box, True)
         else:
             print(f"(docker rows skipped: {reason})")
+
+        def validation(run: Callable[[list[str]], None]) -> Callable[[], None]:
+            return lambda: (write_candidate(work), run(pytest_argv))
+
+        per_cmd = interleaved_ms({n: (lambda r=r: r(["true"])) for n, r in runners.items()}, args.n)
+        per_val = interleaved_ms({n: validation(r) for n, r in resets.items()}, args.m)
+    rows = {name: (per_cmd[name], per_val[name]) for name in runners}
 
     base_cmd, base_val = rows["subprocess"]
     print(f"{'backend':<20} {'per command':>12} {'ratio':>7} {'per validation':>15} {'ratio':>7} {'validations/s':>14}")

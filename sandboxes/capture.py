@@ -109,11 +109,13 @@ def run_captured(
     ]
     for reader in readers:
         reader.start()
-    timed_out = False
+    # Popen.wait(timeout) polls with sleeps of up to 50 ms; a waiter thread wakes at once.
+    waiter = threading.Thread(target=proc.wait, daemon=True)
+    waiter.start()
+    waiter.join(timeout_s)
+    timed_out = waiter.is_alive()
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        pass
     finally:
         # Always: a command that exits leaves no background process behind either.
         kill(proc)

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-TEST_IMAGE_BASE = "featdel-base:test"
 
 
 def in_ci() -> bool:
@@ -40,8 +39,7 @@ def docker_base_image() -> str:
     from featdel.sandboxes import images
 
     need(images.engine_reason() is None, f"no Docker engine: {images.engine_reason()}")
-    images.build_base_image(tag=TEST_IMAGE_BASE)
-    return TEST_IMAGE_BASE
+    return images.build_base_image()  # featdel-base:bookworm, shared with `featdel sandbox build`
 
 
 def sandbox_backend(name: str):
