@@ -6,6 +6,7 @@ the commands so `featdel --help` stays instant (docker is never imported to show
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -31,6 +32,23 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[unit])
 
 
+def venv_of(program: str) -> tuple[Path, ...]:
+    """(venv, interpreter prefix) when program is a venv's bin/ entry, else (): what a
+    `venv/bin/python -m pytest` needs to see read-only."""
+    path = Path(program).expanduser()
+    if not path.is_absolute() or path.parent.name != "bin":
+        return ()
+    venv = Path(os.path.abspath(path.parent.parent))
+    cfg = venv / "pyvenv.cfg"
+    if not cfg.is_file():
+        return ()
+    for line in cfg.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return (venv, Path(value.strip()).parent)
+    return (venv,)
+
+
 def _fail(exc: Exception) -> typer.Exit:
     typer.echo(f"featdel: error: {exc}", err=True)
     return typer.Exit(2)
@@ -44,6 +62,11 @@ def exec_(
     workdir: Annotated[Path | None, typer.Option(
         help="Host directory the command runs in (writable; as root it is handed to uid 65532). "
              "Default: a fresh temporary directory.")] = None,
+    mount_at: Annotated[Path | None, typer.Option(
+        help="Where the work directory appears inside (default: its own path), e.g. an env's src.")] = None,
+    readonly: Annotated[list[Path] | None, typer.Option(
+        help="Host path visible read-only at its own path (repeatable). A venv that CMD's program "
+             "lives in, and its interpreter, are added by themselves.")] = None,
     timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds (exit 124).")] = 900.0,
     memory: Annotated[str, typer.Option(help="Memory limit, e.g. 512M or 4G (exit 137).")] = "4G",
     network: Annotated[bool, typer.Option(help="Allow network access (default: none).")] = False,
@@ -59,6 +82,7 @@ def exec_(
       featdel sandbox exec -- python3 -c 'print(1)'
       featdel sandbox exec --workdir ./scratch --timeout 60 --memory 1G -- pytest -q
       featdel sandbox exec --backend docker --image featdel-base:bookworm -- id
+      featdel sandbox exec --workdir ./start --mount-at ~/.cache/featdel/envs/K/src -- ~/.cache/featdel/envs/K/venv/bin/python -m pytest
     """
     import tempfile
 
@@ -75,7 +99,8 @@ def exec_(
     try:
         chosen = get_backend(backend, unsafe_no_sandbox=unsafe_no_sandbox)
         with tempfile.TemporaryDirectory(prefix="featdel-exec-") as tmp:
-            spec = SandboxSpec(workdir=workdir or Path(tmp), image=image, limits=limits, network=network)
+            spec = SandboxSpec(workdir=workdir or Path(tmp), mount_at=mount_at, image=image, limits=limits,
+                               readonly=(*(readonly or ()), *venv_of(cmd[0])), network=network)
             with chosen.open(spec) as sb:
                 result = sb.run(cmd, on_output=stream)
     except SandboxError as exc:

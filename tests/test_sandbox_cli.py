@@ -25,6 +25,19 @@ def test_exec_streams_output_and_passes_exit_codes(tmp_path):
     assert runner.invoke(app, hog).exit_code == 137
 
 
+def test_exec_with_mount_at_finds_the_venv_of_its_program(tmp_path):
+    """What `featdel materialize` prints: a start state shown at the env's src, run by its venv."""
+    src, start = tmp_path / "env" / "src", tmp_path / "start"
+    src.mkdir(parents=True)
+    start.mkdir()
+    (start / "mod.py").write_text("print('start state')\n")
+    python = sys.prefix + "/bin/python"
+    r = runner.invoke(app, ["sandbox", "exec", "--workdir", str(start), "--mount-at", str(src), "--",
+                            python, "-c", "import os, mod; print(os.getcwd())"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.split("\n")[:2] == ["start state", str(src)]
+
+
 def test_bad_input_is_a_one_line_error(tmp_path):
     r = runner.invoke(app, ["sandbox", "exec", "--workdir", str(tmp_path / "nope"), "--", "true"])
     assert r.exit_code == 2 and "not an existing directory" in r.output
