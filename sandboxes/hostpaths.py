@@ -58,15 +58,19 @@ def checked_readonly(path: Path) -> Path:
 
 
 def hand_over(path: Path) -> None:
-    """chown -R (without following links) to the sandbox uid, when running as root."""
+    """chown -R to the sandbox uid when running as root, never following a symlink.
+
+    fwalk opens each directory relative to its parent's fd without following links, so a
+    sandbox that swaps a directory for a link to /etc between listing and descent cannot aim
+    the chown at a host file."""
     if os.geteuid() != 0:
         return
     uid, gid = SANDBOX_UID, SANDBOX_GID
     try:
-        os.lchown(path, uid, gid)
-        for root, dirs, files in os.walk(path, followlinks=False):
+        os.chown(path, uid, gid, follow_symlinks=False)
+        for _, dirs, files, dir_fd in os.fwalk(path, follow_symlinks=False):
             for name in dirs + files:
-                os.lchown(os.path.join(root, name), uid, gid)
+                os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as exc:
         raise SandboxError(f"cannot hand {path} to the sandbox user: {exc}") from exc
 

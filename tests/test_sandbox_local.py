@@ -153,3 +153,19 @@ def test_unprivileged_caller_gets_prlimit_limits(tmp_path):
     assert out.returncode == 0, out.stderr[-800:]
     code_, survived, forked, uid = out.stdout.split()
     assert code_ != "0" and survived == "False" and int(forked) < 40 and uid != "0"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the hand-over only chowns as root")
+def test_handing_the_work_dir_over_never_follows_a_symlink(tmp_path):
+    from featdel.sandboxes.hostpaths import hand_over
+
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    (work / "a").mkdir(parents=True)
+    (work / "a" / "f.py").write_text("x = 1\n")
+    outside.mkdir()
+    (outside / "victim").write_text("host file")
+    (work / "file-link").symlink_to(outside / "victim")
+    (work / "dir-link").symlink_to(outside)
+    hand_over(work)
+    assert os.stat(work / "a" / "f.py").st_uid == 65532 and os.lstat(work / "file-link").st_uid == 65532
+    assert os.stat(outside / "victim").st_uid == 0 and os.stat(outside).st_uid == 0
