@@ -18,6 +18,7 @@ from featdel.spans import has_syntax_error
 CORE = '''\
 """Core."""
 import functools
+from typing import overload
 
 
 def registry(fn):
@@ -62,6 +63,14 @@ def abstract():
 @registry
 def registered():
     return 1
+
+
+@overload
+def conv(x: int) -> int: ...
+@overload
+def conv(x: str) -> str: ...
+def conv(x):
+    return x  # identity
 
 
 class Shape:
@@ -194,3 +203,10 @@ def test_root_is_never_written(repo, check):
     cand = Candidate(repo="tiny", path="pkg/core.py", qualname="area", kind="function", lines=4, tests=[])
     STRATEGIES["body"].apply(repo, cand, check=check, keep_docstrings=True, rng=random.Random(0))
     assert {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()} == before
+
+
+def test_overload_variants_stay_and_the_implementation_is_stubbed(repo, check):
+    d, new = stub(repo, check, "conv")
+    assert "def conv(x: int) -> int: ...\n@overload\ndef conv(x: str) -> str: ...\n" in new
+    assert "def conv(x):\n    raise NotImplementedError\n" in new
+    assert d.removed == ["    return x  # identity"]

@@ -113,13 +113,38 @@ def make_deletion(
 
 @dataclass
 class Tree:
-    """Lazy, cached, read-only view of the original repository (bytes, parse trees, symbols)."""
+    """Lazy, cached, read-only view of the original repository (bytes, parse trees, symbols).
+
+    `Tree.open(root)` reuses the view of an unchanged tree across strategy calls (the feature
+    strategy's name index costs a walk of every file), keyed by every Python file's path, size
+    and mtime, so a tree edited or replaced at the same path is read afresh."""
 
     root: Path
     _bytes: dict[str, bytes] = field(default_factory=dict)
     _trees: dict[str, object] = field(default_factory=dict)
     _symbols: dict[str, list[Symbol]] = field(default_factory=dict)
     _paths: list[str] | None = None
+    _memo: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, root: Path) -> Tree:
+        root = Path(root).resolve()
+        files = python_files(root)
+        key = (str(root), tuple((p.as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+        for i, (k, tree) in enumerate(_OPEN):
+            if k == key:
+                _OPEN.insert(0, _OPEN.pop(i))
+                return tree
+        tree = cls(root, _paths=[p.relative_to(root).as_posix() for p in files])
+        _OPEN.insert(0, (key, tree))
+        del _OPEN[4:]
+        return tree
+
+    def memo(self, key: str, compute):
+        """Derived data computed once per tree (indexes shared by candidates)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def paths(self) -> list[str]:
         """Every Python file, relative POSIX paths, sorted."""
@@ -160,6 +185,9 @@ class Tree:
     def within(self, rel: str, outer: Symbol) -> list[Symbol]:
         """`outer` and every symbol nested in it."""
         return [s for s in self.symbols(rel) if outer.start_byte <= s.start_byte and s.end_byte <= outer.end_byte]
+
+
+_OPEN: list[tuple[object, Tree]] = []  # most recently used first; a few trees at most
 
 
 def target_symbols(tree: Tree, candidate: Candidate, kinds: frozenset[str]) -> list[Symbol]:

@@ -54,6 +54,24 @@ def _is_trivial(stmts: list) -> bool:
     return node.type == "raise_statement" and node.text.split(b"(")[0].split() == [b"raise", b"NotImplementedError"]
 
 
+def stub_splices(lines: Lines, outers: list, *, keep_docstring: bool) -> list[Splice]:
+    """Stubs for every definition of one qualname; definitions already stubs (the `...` bodies
+    of `typing.overload` variants) are left alone, and if all are, nothing fits."""
+    out = []
+    for outer in outers:
+        try:
+            out.append(stub_splice(lines, outer, keep_docstring=keep_docstring))
+        except AlreadyStub:
+            continue
+    if not out:
+        raise NotApplicable("the body is already a stub")
+    return out
+
+
+class AlreadyStub(NotApplicable):
+    """The body is `pass`, `...` or `raise NotImplementedError` already."""
+
+
 def function_node(outer):
     return outer if outer.type == "function_definition" else outer.child_by_field_name("definition")
 
@@ -68,7 +86,7 @@ def stub_splice(lines: Lines, outer, *, keep_docstring: bool) -> Splice:
     doc = stmts[0] if stmts and is_docstring(stmts[0]) else None
     rest = stmts[1:] if doc is not None else stmts
     if _is_trivial(rest):
-        raise NotApplicable("the body is already a stub")
+        raise AlreadyStub("the body is already a stub")
     colon = [c for c in fn.children if c.type == ":" and c.end_byte <= body.start_byte][-1]
     _, last = owned_rows(lines, outer)
     end = lines.content_end(last)
@@ -104,12 +122,12 @@ class BodyStrategy(KindStrategy):
         keep_docstrings: bool,
         rng: random.Random,
     ) -> Deletion:
-        tree = Tree(root)
+        tree = Tree.open(root)
         found = target_symbols(tree, candidate, self.kinds)
         source = tree.read(candidate.path)
         lines = Lines(source, tree.tree(candidate.path))
         outers = [statement_node(tree.tree(candidate.path), s) for s in found]
-        splices = [stub_splice(lines, o, keep_docstring=keep_docstrings) for o in outers]
+        splices = stub_splices(lines, outers, keep_docstring=keep_docstrings)
         edits = {candidate.path: decode(apply(source, splices))}
         ok, reason = passes(check, edits)
         if not ok:

@@ -58,31 +58,41 @@ def helpers_for(tree: Tree, path: str, qualname: str, kind: str) -> list[Helper]
     return [Helper(rel, q, tuple(defs)) for (rel, q), defs in sorted(groups.items())]
 
 
-def occurrences(tree: Tree, names: set[str]) -> dict[str, list[Occurrence]]:
-    out: dict[str, list[Occurrence]] = {n: [] for n in names}
-    encoded = [n.encode() for n in sorted(names)]
-    paths = set(tree.paths())
+def occurrences(tree: Tree) -> dict[str, list[Occurrence]]:
+    """Every occurrence of every private name (`_x`, not dunders) in the tree, once per tree."""
+    return tree.memo("private-occurrences", lambda: _index(tree))
+
+
+def _private(text: str) -> bool:
+    return text.startswith("_") and text != "_" and not (text.startswith("__") and text.endswith("__"))
+
+
+def _index(tree: Tree) -> dict[str, list[Occurrence]]:
+    out: dict[str, list[Occurrence]] = {}
     for rel in tree.paths():
-        source = tree.read(rel)
-        if not any(n in source for n in encoded):
+        if b"_" not in tree.read(rel):
             continue
-        root = tree.tree(rel).root_node
         froms = {}
-        for ref in imports_of(tree.tree(rel), rel, paths):
+        for ref in file_imports(tree, rel):
             for _, node in ref.names:
                 froms[node.start_byte] = ref.source_module
-        stack = [root]
+        stack = [tree.tree(rel).root_node]
         while stack:
             node = stack.pop()
             if node.type in ("identifier", "string_content"):
                 text = node.text.decode()
-                if text in out:
-                    out[text].append(_occurrence(rel, node, froms))
+                if _private(text):
+                    out.setdefault(text, []).append(_occurrence(rel, node, froms))
                 continue
             stack.extend(node.children)
     for occ in out.values():
         occ.sort(key=lambda o: (o.path, o.byte))
     return out
+
+
+def file_imports(tree: Tree, rel: str) -> list:
+    """`imports_of` one file, once per tree."""
+    return tree.memo(f"imports:{rel}", lambda: imports_of(tree.tree(rel), rel, set(tree.paths())))
 
 
 def _occurrence(rel: str, node, froms: dict[int, str]) -> Occurrence:
@@ -107,7 +117,7 @@ def _inside(o: Occurrence, spans: list[tuple[str, int, int]]) -> bool:
 
 def only_used_by(tree: Tree, feature: list[Symbol], candidates: list[Helper]) -> list[Helper]:
     """The helpers used by `feature` and by nothing else outside the set, by fixpoint."""
-    occ = occurrences(tree, {h.name for h in candidates})
+    occ = occurrences(tree)
     paths = set(tree.paths())
     taken: list[Helper] = []
     spans = [(s.path, s.start_byte, s.end_byte) for s in feature]
@@ -120,7 +130,7 @@ def only_used_by(tree: Tree, feature: list[Symbol], candidates: list[Helper]) ->
             own = [(d.path, d.start_byte, d.end_byte) for d in h.defs]
             home = module_name(h.path, paths)
             used = False
-            for o in occ[h.name]:
+            for o in occ.get(h.name, []):
                 if _inside(o, own):
                     continue
                 if _inside(o, spans):

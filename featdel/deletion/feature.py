@@ -29,9 +29,9 @@ from featdel.deletion.base import (
     passes,
     target_symbols,
 )
-from featdel.deletion.body import replaced, stub_splice
-from featdel.deletion.callgraph import Helper, helpers_for, only_used_by
-from featdel.deletion.imports import imports_of, module_name
+from featdel.deletion.body import replaced, stub_splices
+from featdel.deletion.callgraph import Helper, file_imports, helpers_for, only_used_by
+from featdel.deletion.imports import module_name
 from featdel.deletion.remove import cut
 from featdel.deletion.splice import Lines, Splice, apply, removal, statement_node
 from featdel.records import Candidate, Deletion
@@ -72,7 +72,7 @@ class _Plan:
         for rel, plan in sorted(self.files.items()):
             source, ts = self.tree.read(rel), self.tree.tree(rel)
             nodes, splices = list(plan.nodes), list(plan.stubs)
-            for ref in imports_of(ts, rel, set(self.tree.paths())):
+            for ref in file_imports(self.tree, rel):
                 dropped = plan.drops.get(ref.node.start_byte)
                 if not dropped:
                     continue
@@ -101,7 +101,7 @@ def _drop_imports(plan: _Plan, helper: Helper, tree: Tree) -> None:
     for rel in tree.source_paths():
         if helper.name.encode() not in tree.read(rel):
             continue
-        for ref in imports_of(tree.tree(rel), rel, paths):
+        for ref in file_imports(tree, rel):
             if ref.source_module != home:
                 continue
             for name, node in ref.names:
@@ -125,7 +125,7 @@ class FeatureStrategy(KindStrategy):
         keep_docstrings: bool,
         rng: random.Random,
     ) -> Deletion:
-        tree = Tree(root)
+        tree = Tree.open(root)
         found = target_symbols(tree, candidate, self.kinds)
         if found[0].name.startswith("_"):
             raise NotApplicable(f"{candidate.qualname} is private: a feature starts from a public name")
@@ -142,7 +142,7 @@ class FeatureStrategy(KindStrategy):
             removed += cut(tree, rel, found).removed
         else:
             lines = Lines(tree.read(rel), ts)
-            stubs = [stub_splice(lines, o, keep_docstring=keep_docstrings) for o in outers]
+            stubs = stub_splices(lines, outers, keep_docstring=keep_docstrings)
             plan, edits = _Plan(tree).trial(lambda p: p.file(rel).stubs.extend(stubs))
             ok, why = passes(check, edits)
             if not ok:

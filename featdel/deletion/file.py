@@ -41,7 +41,7 @@ class FileStrategy(KindStrategy):
             raise NotApplicable(f"kind {candidate.kind!r} is not 'file'")
         if is_test_path(rel) or rel.rsplit("/", 1)[-1] in NEVER:
             raise NotApplicable(f"{rel} is never removed whole")
-        tree = Tree(root)
+        tree = Tree.open(root)
         text = tree.read(rel).decode("utf-8")
         paths = set(tree.paths())
         module = module_name(rel, paths)

@@ -66,7 +66,7 @@ class RemovalStrategy(KindStrategy):
         keep_docstrings: bool,
         rng: random.Random,
     ) -> Deletion:
-        tree = Tree(root)
+        tree = Tree.open(root)
         found = target_symbols(tree, candidate, self.kinds)
         c = cut(tree, candidate.path, found)
         edits = {candidate.path: decode(apply(tree.read(candidate.path), c.splices))}
