@@ -1,0 +1,75 @@
+"""Coverage-selected validation against whole-suite validation (as SWE-smith does), side by side.
+
+Mines real PyPI libraries, makes one set of deletions, then verifies the *same* deletions twice:
+once running the tests the coverage map ties to the deleted code plus a P2P sample (featdel's
+default), once running the whole suite per candidate (`--full-suite`). Prints sandbox
+test-seconds per valid task for each and their ratio, and how well the labels agree: same
+verdict, identical F2P lists, and selected P2P contained in the full-suite P2P.
+
+    .venv/bin/python bench/validation_selection.py [--candidates 8] [pypi:NAME==VER ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from featdel.corpus import CorpusEntry
+from featdel.delete import delete_all
+from featdel.mine import mine
+from featdel.recipe import Overrides
+from featdel.records import Verdict, VerdictStatus
+from featdel.sandboxes import get_backend
+from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
+
+DEFAULT = ["pypi:inflection==0.5.1", "pypi:cachetools==5.5.0", "pypi:toolz==1.0.0"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sources", nargs="*", default=DEFAULT)
+    parser.add_argument("--candidates", type=int, default=8, help="deletions per repository")
+    parser.add_argument("--reruns", type=int, default=2)
+    args = parser.parse_args()
+    backend = get_backend("local")
+    root = Path(tempfile.mkdtemp(prefix="featdel-bench-"))
+    base = root / "base"
+    records = mine([CorpusEntry(source=s, overrides=Overrides()) for s in args.sources], base, backend=backend)
+    print("mined:", ", ".join(f"{r.name} ({r.status}, {r.passed} passing)" for r in records))
+    delete_all(base, strategies=["body", "function", "method", "class", "feature"], max_candidates=args.candidates,
+               seed=0, keep_docstrings=True, check_for=lambda r: make_check(RepoContext.load(base, r), backend))
+    results: dict[str, dict[str, Verdict]] = {}
+    for mode in ("selected", "full"):
+        run = root / mode
+        shutil.copytree(base, run)
+        (run / "verdicts.jsonl").unlink(missing_ok=True)
+        opts = VerifyOptions(reruns=args.reruns, full_suite=mode == "full")
+        results[mode] = {v.deletion_id: v for v in verify_all(run, backend, opts) if v.stage != "delete"}
+    sel, full = results["selected"], results["full"]
+    print(f"\n{'mode':<10}{'candidates':>11}{'verified':>10}{'test s':>10}{'s / task':>10}")
+    per_task = {}
+    for mode, verdicts in results.items():
+        ok = [v for v in verdicts.values() if v.status == VerdictStatus.VERIFIED]
+        seconds = sum(v.test_seconds for v in verdicts.values())
+        per_task[mode] = seconds / max(len(ok), 1)
+        print(f"{mode:<10}{len(verdicts):>11}{len(ok):>10}{seconds:>10.1f}{per_task[mode]:>10.2f}")
+    print(f"\nfull-suite / coverage-selected test-seconds per valid task: {per_task['full'] / per_task['selected']:.2f}x")
+    both = [i for i in sel if i in full]
+    same_status = sum(sel[i].status == full[i].status for i in both)
+    verified = [i for i in both if sel[i].status == full[i].status == VerdictStatus.VERIFIED]
+    same_f2p = sum(sel[i].FAIL_TO_PASS == full[i].FAIL_TO_PASS for i in verified)
+    p2p_inside = sum(set(sel[i].PASS_TO_PASS) <= set(full[i].PASS_TO_PASS) for i in verified)
+    print(f"same verdict: {same_status}/{len(both)}; identical F2P: {same_f2p}/{len(verified)}; "
+          f"selected P2P within full P2P: {p2p_inside}/{len(verified)}")
+    for i in both:
+        if sel[i].status != full[i].status or (i in verified and sel[i].FAIL_TO_PASS != full[i].FAIL_TO_PASS):
+            extra = sorted(set(full[i].FAIL_TO_PASS) - set(sel[i].FAIL_TO_PASS))[:3]
+            print(f"  differs: {i}: {sel[i].status}/{sel[i].stage} vs {full[i].status}/{full[i].stage}; "
+                  f"F2P only in full: {extra}")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
