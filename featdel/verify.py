@@ -185,11 +185,11 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> tup
         failing = [t for t in selected if all(r.outcomes.get(t, "missing") in ("failed", "error", "missing") for r in runs)]
         passing = [t for t in selected if all(r.outcomes.get(t) == "passed" for r in runs)]
         if not failing:
+            flipped = [t for t in tied if len({r.outcomes.get(t, "missing") for r in runs}) > 1]
+            if flipped:
+                raise Rejected("reruns", f"outcomes changed across {opts.reruns} runs, e.g. {flipped[0]}")
             raise Rejected("tests", f"none of the {len(tied)} tests tied to the deleted code fails")
-        unstable = [t for t in selected if t not in failing and t not in passing
-                    and len({r.outcomes.get(t, "missing") for r in runs}) > 1]
-        if unstable and set(unstable) & set(tied) and len(failing) < 1:
-            raise Rejected("reruns", f"unstable across {opts.reruns} runs: {unstable[0]}")
+        # A test whose outcome changed between runs is in neither list: it is never a reward.
         gold = fresh("gold")
         trees.apply_patch(gold, patch)
         run = _run(ctx, backend, gold, failing + passing, opts, spent)
