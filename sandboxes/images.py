@@ -4,8 +4,8 @@ In: a Docker engine (docker-py), and for per-repo images a repository's environm
 (`<env_dir>/src` checkout, `<env_dir>/venv` made by the host interpreter at `python_prefix`).
 Out: image names. `build_base_image` tries `python:3.11-slim` from a registry and otherwise
 debootstraps a minimal Debian with Python and imports it (no registry needed, about a minute).
-`build_repo_image` lays the interpreter prefix, the venv and the checkout into an image at the
-same absolute paths they have on the host, so the venv's links and its editable install resolve
+`build_repo_image` lays the interpreter prefix and the env directory (checkout, venv) into an
+image at the same absolute paths they have on the host, so the venv's links and its editable install resolve
 unchanged; the name it returns is what a task's `image_name` records.
 
 Why put_archive + commit instead of `docker build`: no build context to stage, the interpreter
@@ -200,7 +200,8 @@ def build_repo_image(
     base: str = BASE_IMAGE,
     install_argv: Sequence[str] | None = None,
 ) -> str:
-    """An image holding `python_prefix`, `env_dir/venv` and `env_dir/src` at their host paths.
+    """An image holding `python_prefix` and all of `env_dir` (src, venv and anything else the
+    env keeps there, such as a pytest plugin) at their host paths.
 
     Idempotent: the tag is a fingerprint of the files (path, size, mtime) and the base, so a
     second call with nothing changed returns at once. `install_argv`, if given, runs as root in
@@ -217,10 +218,10 @@ def build_repo_image(
     py_print = _fingerprint(python_prefix, skip=skip)
     py_tag = hashlib.sha256(f"{base_id}{python_prefix}{py_print}{skip}".encode()).hexdigest()[:16]
     python_image = _layer(base, [python_prefix], "featdel-python", py_tag, [], skip)
-    tag = hashlib.sha256(f"{py_tag}{_fingerprint(venv, src)}{install_argv}".encode()).hexdigest()[:16]
+    tag = hashlib.sha256(f"{py_tag}{_fingerprint(env_dir)}{install_argv}".encode()).hexdigest()[:16]
     repository = "featdel-env-" + "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in env_dir.name.lower())
     env = [f"ENV VIRTUAL_ENV={venv} PATH={venv}/bin:/usr/local/bin:/usr/bin:/bin", f"WORKDIR {src}"]
-    name = _layer(python_image, [venv, src], repository, tag, env)
+    name = _layer(python_image, [env_dir], repository, tag, env)
     if install_argv:
         name = _run_and_commit(name, install_argv, cwd=src, repository=repository, tag=tag + "-i")
     return name
