@@ -74,3 +74,8 @@ def test_the_import_check_sees_a_broken_removal(repo, check):
     verdict = check({"src/pkg/eager.py": None})
     assert isinstance(verdict, str) and "pkg" in verdict and "<repo>" not in verdict.split(":")[0]
     assert check({"src/pkg/sub/api.py": "def broken(:\n"}).startswith("src/pkg/sub/api.py: SyntaxError")
+
+
+def test_the_import_check_refuses_modules_that_resolve_outside_the_copy(repo):
+    verdict = import_check(repo, modules=["json"])({})
+    assert isinstance(verdict, str) and "not the edited copy" in verdict

@@ -25,15 +25,22 @@ from featdel.deletion.base import Check, Edits
 from featdel.deletion.imports import module_name
 from featdel.spans import is_test_path, python_files
 
+# A module that resolves outside the copy (an editable install's finder, a site-packages copy)
+# would make every edit look harmless, R2E-Gym's no-op failure: report it, never pass it.
 _IMPORT_ALL = """
-import importlib, json, sys
-failed = {}
+import importlib, json, os, sys
+here = os.path.realpath(os.getcwd()) + os.sep
+failed, outside = {}, {}
 for name in sys.argv[1:]:
     try:
-        importlib.import_module(name)
+        module = importlib.import_module(name)
     except BaseException as exc:
         failed[name] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-print(json.dumps(failed))
+        continue
+    path = getattr(module, "__file__", None)
+    if path and not os.path.realpath(path).startswith(here):
+        outside[name] = path
+print(json.dumps({"failed": failed, "outside": outside}))
 """
 
 _IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", ".tox", ".nox", "*.pyc")
@@ -109,7 +116,11 @@ def import_check(
                 if proc.returncode != 0:
                     tail = proc.stderr.strip()[-300:].replace(str(tree), "<repo>")
                     return f"import run exited {proc.returncode}: {tail}"
-                failed = json.loads(proc.stdout.strip().splitlines()[-1])
+                report = json.loads(proc.stdout.strip().splitlines()[-1])
+                if report["outside"]:
+                    name, path = sorted(report["outside"].items())[0]
+                    return f"{name} imports from {path}, not the edited copy (an installed copy shadows it)"
+                failed = report["failed"]
                 if collect:
                     argv = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
                     col = _run(argv, tree, timeout)
