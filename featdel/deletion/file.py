@@ -16,7 +16,8 @@ import random
 from pathlib import Path
 
 from featdel.deletion.base import Check, KindStrategy, NotApplicable, RolledBack, Tree, make_deletion, passes
-from featdel.deletion.imports import imports_of, loads, module_name
+from featdel.deletion.callgraph import file_imports
+from featdel.deletion.imports import loads, module_name
 from featdel.records import Candidate, Deletion
 from featdel.spans import is_test_path
 
@@ -50,7 +51,7 @@ class FileStrategy(KindStrategy):
         for other in tree.source_paths():
             if other == rel or module.rpartition(".")[2] not in tree.read(other).decode("utf-8"):
                 continue
-            for ref in imports_of(tree.tree(other), other, paths):
+            for ref in file_imports(tree, other):
                 if ref.top_level and loads(ref, module):
                     line = ref.node.start_point[0] + 1
                     raise NotApplicable(f"{other}:{line} imports {module} at import time")
