@@ -174,3 +174,26 @@ def test_kind_mismatch_and_missing_symbol_are_not_applicable(repo, check):
     with pytest.raises(NotApplicable, match="test code"):
         delete(repo, Candidate(repo="t", path="tests/test_core.py", qualname="test_first", kind="function",
                                lines=1, tests=[]), "function", check=check)
+
+
+def test_crlf_tabs_and_nested_classes_keep_their_layout(tmp_path):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/crlf.py": "class K:\r\n    def only(self):\r\n        return 1\r\n",
+        "pkg/tabs.py": "class T:\n\tdef m(self):  # note\n\t\tx = 1\n\t\treturn x\n\n\tdef n(self):\n\t\treturn 2\n",
+        "pkg/nest.py": "class Outer:\n    x = 1\n\n    class Inner:\n        def only(self):\n            return 2\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(text.encode())
+    check = import_check(tmp_path)
+
+    def run(path, qualname, strategy):
+        cand = Candidate(repo="t", path=path, qualname=qualname, kind="method", lines=2, tests=[])
+        return delete(tmp_path, cand, strategy, check=check).files[path]
+
+    assert run("pkg/crlf.py", "K.only", "method") == "class K:\r\n    pass\r\n"
+    assert run("pkg/crlf.py", "K.only", "body") == "class K:\r\n    def only(self):\r\n        raise NotImplementedError\r\n"
+    assert run("pkg/tabs.py", "T.m", "method") == "class T:\n\tdef n(self):\n\t\treturn 2\n"
+    assert run("pkg/tabs.py", "T.m", "body").startswith("class T:\n\tdef m(self):  # note\n\t\traise NotImplementedError\n\n")
+    assert run("pkg/nest.py", "Outer.Inner.only", "method").endswith("    class Inner:\n        pass\n")
