@@ -69,6 +69,7 @@ def test_repo_image_holds_the_env_at_host_paths(tmp_path):
 
     # Not under /tmp: the container's tmpfs /tmp would hide the image's copy.
     env = Path.home() / ".cache" / f"featdel-test-{uuid.uuid4().hex[:8]}" / "envs" / "demo"
+    image = None
     try:
         src = env / "src"
         src.mkdir(parents=True)
@@ -91,3 +92,7 @@ def test_repo_image_holds_the_env_at_host_paths(tmp_path):
         assert image.startswith("featdel-env-demo:")
     finally:
         shutil.rmtree(env.parent.parent, ignore_errors=True)
+        if image is not None:  # its path is unique to this test: nobody will reuse it
+            from featdel.sandboxes.images import client
+
+            client().images.remove(image, force=True)

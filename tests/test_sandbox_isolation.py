@@ -145,3 +145,20 @@ def test_command_does_not_run_as_root(sandbox):
     assert uid != "0" and caps.split()[-1] == "0000000000000000"
     made = Path(sandbox.spec.workdir) / "made"
     assert os.stat(made).st_uid != 0  # on the host too, not just inside a user namespace
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_cpu_limit_throttles_a_busy_loop(name, tmp_path):
+    backend = sandbox_backend(name)
+    limits = Limits(timeout_s=30, cpus=0.25)
+    burn = py("""
+        import time
+        wall, cpu = time.monotonic(), time.process_time()
+        while time.monotonic() - wall < 1.5:
+            pass
+        print(round((time.process_time() - cpu) / (time.monotonic() - wall), 2))
+    """)
+    with backend.open(SandboxSpec(workdir=tmp_path, limits=limits)) as sb:
+        r = sb.run(burn)
+    assert r.ok, r.stderr
+    assert float(r.stdout) < 0.45  # unthrottled it is close to 1.0 (one full core)
