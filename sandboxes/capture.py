@@ -114,12 +114,9 @@ def run_captured(
     waiter.start()
     waiter.join(timeout_s)
     timed_out = waiter.is_alive()
-    try:
-        pass
-    finally:
-        # Always: a command that exits leaves no background process behind either.
-        kill(proc)
-        proc.wait()
+    # Always, not only at the timeout: a command that exits leaves no background process either.
+    kill(proc)
+    proc.wait()
     for reader in readers:
         reader.join(timeout=_DRAIN_GRACE_S)
     if any(reader.is_alive() for reader in readers):

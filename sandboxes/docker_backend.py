@@ -14,6 +14,8 @@ dirs; a timeout does the same, and a container that stops answering is replaced.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -42,12 +44,34 @@ class DockerBackend:
 
     def __init__(self, default_image: str = images.BASE_IMAGE) -> None:
         self.default_image = default_image
+        self._pruned = False
 
     def unavailable(self) -> str | None:
         return images.engine_reason()
 
     def open(self, spec: SandboxSpec) -> DockerSandbox:
+        if not self._pruned:
+            prune_orphans()
+            self._pruned = True
         return DockerSandbox(spec, spec.image or self.default_image)
+
+
+def prune_orphans() -> int:
+    """Remove sandbox containers whose owning process on this host is gone (it was killed
+    before it could close them); their `sleep infinity` would otherwise run forever."""
+    host = socket.gethostname()
+    removed = 0
+    for box in images.client().containers.list(all=True, filters={"label": LABEL}):
+        labels = box.labels or {}
+        pid = labels.get(LABEL + ".pid", "")
+        if labels.get(LABEL + ".host") != host or not pid.isdigit() or Path(f"/proc/{pid}").exists():
+            continue
+        try:
+            box.remove(force=True)
+            removed += 1
+        except Exception:  # gone already, or removed by another process at the same time
+            pass
+    return removed
 
 
 class DockerSandbox:
@@ -82,7 +106,8 @@ class DockerSandbox:
                 mem_limit=limits.memory_bytes, memswap_limit=limits.memory_bytes,
                 pids_limit=limits.pids, nano_cpus=int(limits.cpus * 1e9) if limits.cpus else None,
                 working_dir=str(self.mount_at), environment=dict(DEFAULT_ENV),
-                labels={LABEL: "1"}, entrypoint=[],
+                labels={LABEL: "1", LABEL + ".host": socket.gethostname(), LABEL + ".pid": str(os.getpid())},
+                entrypoint=[],
             )
             self._keep = self._sleep_pid()
         except self._errors.DockerException as exc:
@@ -124,6 +149,15 @@ class DockerSandbox:
         if not done.wait(timeout_s):
             return -1
         return api.exec_inspect(exec_id)["ExitCode"]
+
+    def _exit_code(self, exec_id: str) -> int:
+        """The exec's exit code; the output stream can end a moment before docker records it."""
+        for _ in range(200):
+            info = self._client.api.exec_inspect(exec_id)
+            if not info["Running"] and info["ExitCode"] is not None:
+                return int(info["ExitCode"])
+            time.sleep(0.01)
+        raise SandboxError(f"docker never reported how exec {exec_id[:12]} ended")
 
     def _sweep(self) -> None:
         """Kill every sandbox process; replace the container if that does not work."""
@@ -190,7 +224,7 @@ class DockerSandbox:
         duration = time.monotonic() - start
         if failure and not timed_out:
             raise SandboxError(f"lost the output stream of docker exec: {failure[0]}")
-        code = TIMEOUT_EXIT if timed_out else api.exec_inspect(exec_id)["ExitCode"]
+        code = TIMEOUT_EXIT if timed_out else self._exit_code(exec_id)
         said = out.text() + err.text()
         if code in (126, 127) and said.startswith("OCI runtime exec failed"):
             if "executable file not found" not in said and "no such file" not in said:

@@ -96,3 +96,36 @@ def test_repo_image_holds_the_env_at_host_paths(tmp_path):
             from featdel.sandboxes.images import client
 
             client().images.remove(image, force=True)
+
+
+def test_cli_build_base_only_reuses_the_base_image():
+    import typer
+    from typer.testing import CliRunner
+
+    from featdel.cli_sandbox import sandbox_app
+
+    base = docker_base_image()
+    app = typer.Typer()
+    app.add_typer(sandbox_app, name="sandbox")
+    r = CliRunner().invoke(app, ["sandbox", "build", "--base-only"])
+    assert r.exit_code == 0 and f"base image: {base}" in r.stdout
+
+
+def test_containers_of_a_killed_process_are_pruned(tmp_path):
+    import os
+    import signal
+
+    from featdel.sandboxes.docker_backend import LABEL, prune_orphans
+    from featdel.sandboxes.images import client
+
+    base = docker_base_image()
+    code = ("import sys, time; from pathlib import Path; from featdel.sandboxes import get_backend, SandboxSpec\n"
+            f"sb = get_backend('docker').open(SandboxSpec(workdir=Path('{tmp_path}'), image='{base}'))\n"
+            "print(sb._container.id, flush=True); time.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    cid = proc.stdout.readline().strip()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert cid in [c.id for c in client().containers.list(filters={"label": LABEL})]  # it outlived its owner
+    prune_orphans()
+    assert cid not in [c.id for c in client().containers.list(all=True, filters={"label": LABEL})]
