@@ -13,6 +13,7 @@ original file.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from featdel.errors import SandboxError
@@ -73,6 +74,31 @@ def hand_over(path: Path) -> None:
                 os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
     except OSError as exc:
         raise SandboxError(f"cannot hand {path} to the sandbox user: {exc}") from exc
+
+
+def read_untrusted(root: Path, relative: str, limit: int = 64 << 20) -> bytes:
+    """Read a file a sandbox wrote under `root` (a writable dir the host made) without following
+    a symlink at any step below root, blocking on a FIFO, or reading more than `limit` bytes.
+
+    A sandbox owns what it writes: a report that is a link to /root/.ssh/id_rsa would otherwise
+    be read by the pipeline as root and copied into a dataset."""
+    parts = Path(relative).parts
+    if not parts or Path(relative).is_absolute() or ".." in parts:
+        raise SandboxError(f"{relative!r} must be a relative path inside {root} without '..'")
+    fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY)]
+    try:
+        for part in parts[:-1]:
+            fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fds[-1]))
+        fds.append(os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fds[-1]))
+        if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
+            raise SandboxError(f"{root / relative} is not a regular file")
+        with os.fdopen(os.dup(fds[-1]), "rb") as f:
+            return f.read(limit)
+    except OSError as exc:
+        raise SandboxError(f"cannot read {root / relative} safely: {exc.strerror}") from exc
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 Bind = tuple[Path, Path]  # (host source, resolved; destination inside, as the caller spelled it)

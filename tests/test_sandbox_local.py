@@ -169,3 +169,20 @@ def test_handing_the_work_dir_over_never_follows_a_symlink(tmp_path):
     hand_over(work)
     assert os.stat(work / "a" / "f.py").st_uid == 65532 and os.lstat(work / "file-link").st_uid == 65532
     assert os.stat(outside / "victim").st_uid == 0 and os.stat(outside).st_uid == 0
+
+
+def test_reading_what_a_sandbox_wrote_refuses_planted_links(local, tmp_path):
+    from featdel.sandboxes.hostpaths import read_untrusted
+
+    secret = tmp_path / "secret"
+    secret.write_text("host secret")
+    out = tmp_path / "out"
+    out.mkdir()
+    with local.open(SandboxSpec(workdir=tmp_path / "out")) as sb:
+        r = sb.run(["sh", "-c", f"echo '{{}}' > ok.json; ln -s {secret} report.json; mkdir d; "
+                                f"ln -s {tmp_path} sub; mkfifo pipe"])
+    assert r.ok, r.stderr
+    assert read_untrusted(out, "ok.json") == b"{}\n"
+    for rel in ("report.json", "sub/secret", "pipe", "../secret"):
+        with pytest.raises(SandboxError):
+            read_untrusted(out, rel)
