@@ -35,6 +35,9 @@ LABEL = "featdel.sandbox"
 _KILL_ALL = ('i=0; while [ $i -lt 5000 ]; do left=0; for d in /proc/[0-9]*; do p=${d#/proc/}; '
              '[ "$p" -ne 1 ] && [ "$p" -ne "$0" ] && [ "$p" -ne $$ ] && { left=1; kill -9 "$p" 2>/dev/null; }; '
              'done; [ $left = 0 ] && exit 0; i=$((i+1)); done; exit 1')
+# Processes whose parent is PID 1: at start, only the `sleep` (an exec's parent is outside).
+_INIT_CHILDREN = ('cat /proc/1/task/1/children 2>/dev/null || for d in /proc/[0-9]*; do '
+                  'grep -q "^PPid:[[:space:]]*1$" "$d/status" 2>/dev/null && echo "${d#/proc/}"; done')
 # -xdev: never descend into a bind mount (a work dir under /tmp is on another filesystem).
 _WIPE = "find /tmp /var/tmp /run -xdev -mindepth 1 -delete 2>/dev/null; exit 0"
 
@@ -110,16 +113,23 @@ class DockerSandbox:
                 entrypoint=[],
             )
             self._keep = self._sleep_pid()
-        except self._errors.DockerException as exc:
+        except (self._errors.DockerException, SandboxError) as exc:
+            self.close()
+            if isinstance(exc, SandboxError):
+                raise
             raise SandboxError(f"could not start a container from {self.image}: {exc}") from exc
 
     def _sleep_pid(self) -> str:
+        """The pid of init's one child, `sleep infinity` (init may not have started it yet)."""
         api = self._client.api
-        exec_id = api.exec_create(self._container.id, ["cat", "/proc/1/task/1/children"], user=USER)["Id"]
-        pids = api.exec_start(exec_id).decode().split()
-        if len(pids) != 1:
-            raise SandboxError(f"container {self._container.short_id} has an unexpected init: {pids}")
-        return pids[0]
+        pids: list[str] = []
+        for _ in range(100):
+            exec_id = api.exec_create(self._container.id, ["sh", "-c", _INIT_CHILDREN], user=USER)["Id"]
+            pids = api.exec_start(exec_id).decode().split()
+            if len(pids) == 1:
+                return pids[0]
+            time.sleep(0.02)
+        raise SandboxError(f"container {self._container.short_id} has an unexpected init: children {pids}")
 
     def __enter__(self) -> DockerSandbox:
         return self
