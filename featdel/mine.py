@@ -90,11 +90,23 @@ def mine_one(entry: CorpusEntry, run_dir: Path, *, backend, thresholds: Threshol
         snapshot = run_dir / "repos" / pinned.name / "snapshot.tar.gz"
         if not snapshot.exists():
             write_snapshot(pinned.repo, pinned.commit, snapshot)
+        if getattr(backend, "name", "") == "docker":
+            on_step(entry.source, "image")
+            record = replace(record, image_name=_repo_image(env))
         on_step(entry.source, "baseline")
         timeout = entry.overrides.timeout_s or thresholds.max_suite_seconds
         return _baseline(record, env, run_dir / "repos" / pinned.name, backend, thresholds, timeout)
     except FeatdelError as exc:
         return replace(record, status=RepoStatus.BROKEN, reason=str(exc))
+
+
+def _repo_image(env) -> str:
+    """The per-repo docker image: the base plus the interpreter and this env's venv."""
+    from featdel.sandboxes.images import build_repo_image
+    from featdel.testrun import plugin_dir
+
+    plugin_dir(env)  # the report plugin lives in the env, so it travels in the image
+    return build_repo_image(env.root, python_prefix=env.python_prefix)
 
 
 def _baseline(record: RepoRecord, env, out: Path, backend, thresholds: Thresholds, timeout: float) -> RepoRecord:
@@ -107,7 +119,7 @@ def _baseline(record: RepoRecord, env, out: Path, backend, thresholds: Threshold
     for i in range(thresholds.baseline_runs):
         # The first run measures coverage (per-test contexts); all runs vote on outcomes.
         options = RunOptions(timeout_s=timeout * (2 if i == 0 else 1), coverage_to=data_file if i == 0 else None)
-        run = run_suite(env, backend, options)
+        run = run_suite(env, backend, options, image=record.image_name)
         if run.timed_out:
             return replace(record, status=RepoStatus.REJECTED, reason=f"suite over its time limit ({timeout:.0f}s)")
         if run.broken:

@@ -47,6 +47,7 @@ class RepoRecord:
     commit: str | None = None
     recipe: Recipe | None = None
     env_dir: str | None = None
+    image_name: str | None = None  # docker backend: the per-repo image the tests run in
     collected: int = 0
     passed: int = 0
     failed: int = 0

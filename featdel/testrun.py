@@ -57,8 +57,10 @@ def plugin_dir(env: Env) -> Path:
     return target
 
 
-def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Path | None = None) -> SuiteRun:
-    """Run the suite (or `options.tests`) on `tree` (default: the env's checkout)."""
+def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Path | None = None,
+              image: str | None = None) -> SuiteRun:
+    """Run the suite (or `options.tests`) on `tree` (default: the env's checkout); `image` is
+    the per-repo image when the backend is docker."""
     from featdel.sandboxes.base import Limits, SandboxSpec
 
     tree = tree or env.src
@@ -72,6 +74,7 @@ def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Pa
         mount_at=env.src,
         readonly=(env.root / "venv", env.root / "plugin", env.python_prefix),
         writable=(out_dir,),
+        image=image,
         limits=Limits(timeout_s=options.timeout_s),
     )
     with backend.open(spec) as sandbox:

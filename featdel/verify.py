@@ -60,6 +60,7 @@ class RepoContext:
     cmap: CoverageMap
     passing: list[str]  # stable passing baseline tests
     collected: set[str]
+    image: str | None = None  # docker backend: the per-repo image
 
     @classmethod
     def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
@@ -71,7 +72,8 @@ class RepoContext:
         tests = baseline["tests"]
         passing = sorted(t for t, v in tests.items() if not v["flaky"] and set(v["outcomes"]) == {"passed"})
         return cls(record=record, env=env, snapshot=repo_dir / "snapshot.tar.gz",
-                   cmap=CoverageMap.load(repo_dir / "coverage.json"), passing=passing, collected=set(tests))
+                   cmap=CoverageMap.load(repo_dir / "coverage.json"), passing=passing, collected=set(tests),
+                   image=record.image_name)
 
 
 def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) -> str | None:
@@ -87,7 +89,7 @@ def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) 
     from featdel.sandboxes.base import Limits, SandboxSpec
 
     spec = SandboxSpec(workdir=tree, mount_at=ctx.env.src, readonly=(ctx.env.venv, ctx.env.python_prefix),
-                       limits=Limits(timeout_s=120))
+                       image=ctx.image, limits=Limits(timeout_s=120))
     with backend.open(spec) as sandbox:
         result = sandbox.run([str(ctx.env.venv / "bin" / "python"), "-c", code, *modules],
                              cwd=ctx.env.src, env=ctx.env.environ())
@@ -98,7 +100,7 @@ def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) 
     error = json.loads(marker[-1].removeprefix("FEATDEL-IMPORT "))
     if error:
         return f"the package no longer imports: {error}"
-    run = run_suite(ctx.env, backend, RunOptions(collect_only=True, timeout_s=300), tree=tree)
+    run = run_suite(ctx.env, backend, RunOptions(collect_only=True, timeout_s=300), tree=tree, image=ctx.image)
     if run.broken:
         raise Broke(run.broken)
     if run.collect_errors:
@@ -146,7 +148,7 @@ def select_tests(ctx: RepoContext, deletion: Deletion, opts: VerifyOptions) -> t
 
 
 def _run(ctx: RepoContext, backend, tree: Path, tests: list[str], opts: VerifyOptions, spent: list[float]) -> SuiteRun:
-    run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=opts.timeout_s), tree=tree)
+    run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=opts.timeout_s), tree=tree, image=ctx.image)
     spent.append(run.seconds)
     if run.broken:
         raise Broke(run.broken)
@@ -164,7 +166,7 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
     except (Broke, SandboxError) as exc:
         return Verdict(**base, status=VerdictStatus.BROKEN, stage="sandbox", reason=str(exc), test_seconds=sum(spent))
     return Verdict(**base, status=VerdictStatus.VERIFIED, stage="done", FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p,
-                   test_seconds=round(sum(spent), 3))
+                   test_seconds=round(sum(spent), 3), image_name=ctx.image)
 
 
 def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> tuple[list[str], list[str]]:
