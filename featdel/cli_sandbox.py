@@ -89,7 +89,7 @@ def exec_(
     from featdel.errors import SandboxError
     from featdel.sandboxes import Limits, SandboxSpec, get_backend
 
-    limits = Limits(timeout_s=timeout, memory_bytes=parse_size(memory))
+    size = parse_size(memory)
 
     def stream(name: str, data: bytes) -> None:
         out = sys.stdout.buffer if name == "stdout" else sys.stderr.buffer
@@ -97,6 +97,7 @@ def exec_(
         out.flush()
 
     try:
+        limits = Limits(timeout_s=timeout, memory_bytes=size)
         chosen = get_backend(backend, unsafe_no_sandbox=unsafe_no_sandbox)
         with tempfile.TemporaryDirectory(prefix="featdel-exec-") as tmp:
             spec = SandboxSpec(workdir=workdir or Path(tmp), mount_at=mount_at, image=image, limits=limits,

@@ -44,6 +44,20 @@ class Limits:
     cpus: float | None = None
     output_cap_bytes: int = 4 * MiB
 
+    def __post_init__(self) -> None:
+        from featdel.errors import SandboxError
+
+        if not self.timeout_s > 0:
+            raise SandboxError(f"timeout_s={self.timeout_s} must be positive seconds")
+        if self.memory_bytes is not None and self.memory_bytes < 16 * MiB:
+            raise SandboxError(f"memory_bytes={self.memory_bytes} is under 16 MiB; give e.g. 4 * GiB or None")
+        if self.pids is not None and self.pids < 4:
+            raise SandboxError(f"pids={self.pids} is under 4: a shell and one command need more")
+        if self.cpus is not None and not self.cpus > 0:
+            raise SandboxError(f"cpus={self.cpus} must be positive (0.5 = half a core) or None")
+        if self.output_cap_bytes < 0:
+            raise SandboxError(f"output_cap_bytes={self.output_cap_bytes} must be 0 or more")
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunResult:

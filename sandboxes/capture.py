@@ -112,11 +112,13 @@ def run_captured(
     # Popen.wait(timeout) polls with sleeps of up to 50 ms; a waiter thread wakes at once.
     waiter = threading.Thread(target=proc.wait, daemon=True)
     waiter.start()
-    waiter.join(timeout_s)
-    timed_out = waiter.is_alive()
-    # Always, not only at the timeout: a command that exits leaves no background process either.
-    kill(proc)
-    proc.wait()
+    try:
+        waiter.join(timeout_s)
+        timed_out = waiter.is_alive()
+    finally:
+        # Always (at exit, timeout or an interrupt of the caller): no sandbox process outlives it.
+        kill(proc)
+        proc.wait()
     for reader in readers:
         reader.join(timeout=_DRAIN_GRACE_S)
     if any(reader.is_alive() for reader in readers):

@@ -186,3 +186,10 @@ def test_reading_what_a_sandbox_wrote_refuses_planted_links(local, tmp_path):
     for rel in ("report.json", "sub/secret", "pipe", "../secret"):
         with pytest.raises(SandboxError):
             read_untrusted(out, rel)
+
+
+def test_bad_limits_are_one_line_errors():
+    for bad in ({"timeout_s": 0}, {"memory_bytes": 1000}, {"pids": 1}, {"cpus": 0}, {"output_cap_bytes": -1}):
+        with pytest.raises(SandboxError) as info:
+            Limits(**bad)
+        assert "\n" not in str(info.value)
