@@ -208,6 +208,10 @@ def build_repo_image(
     `env_dir/src` inside the image (with the network) after the copy, e.g. to add test extras.
     """
     env_dir, python_prefix = Path(env_dir).resolve(), Path(python_prefix).resolve()
+    for hidden in ("/tmp", "/var/tmp", "/run"):
+        if env_dir.is_relative_to(hidden):
+            raise SandboxError(f"{env_dir} is under {hidden}, which is a tmpfs in sandbox containers and "
+                               "would hide the image's copy: keep envs elsewhere (e.g. FEATDEL_CACHE=~/.cache/featdel)")
     venv, src = env_dir / "venv", env_dir / "src"
     for need in (venv, src, python_prefix):
         if not need.is_dir():

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest_sandbox import docker_base_image, sandbox_backend
 
+from featdel.errors import SandboxError
 from featdel.sandboxes import Limits, SandboxSpec
 
 pytestmark = pytest.mark.docker
@@ -90,6 +91,8 @@ def test_repo_image_holds_the_env_at_host_paths(tmp_path):
         assert r.ok, r.stderr
         assert r.stdout.split()[0] == "candidate"
         assert image.startswith("featdel-env-demo:")
+        with pytest.raises(SandboxError, match="tmpfs"):
+            build_repo_image(tmp_path, python_prefix=Path(sys.base_prefix), base=base)
     finally:
         shutil.rmtree(env.parent.parent, ignore_errors=True)
         if image is not None:  # its path is unique to this test: nobody will reuse it
