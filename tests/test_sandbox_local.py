@@ -193,3 +193,26 @@ def test_bad_limits_are_one_line_errors():
         with pytest.raises(SandboxError) as info:
             Limits(**bad)
         assert "\n" not in str(info.value)
+
+
+def test_concurrent_sandboxes_stay_apart(local, tmp_path):
+    """What `-j N` does: sandboxes in threads, each seeing only its own work dir and processes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def worker(i: int) -> list[str]:
+        work = tmp_path / f"w{i}"
+        work.mkdir()
+        seen = []
+        with local.open(SandboxSpec(workdir=work)) as sb:
+            for j in range(5):
+                r = sb.run(["sh", "-c", f"touch mine-{i}-{j}; ls; ls /proc | grep -c '^[0-9]'"])
+                assert r.ok, r.stderr
+                seen.append(r.stdout)
+        return seen
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(worker, range(4)))
+    for i, outputs in enumerate(results):
+        *files, nprocs = outputs[-1].split()
+        assert files == [f"mine-{i}-{j}" for j in range(5)]
+        assert int(nprocs) <= 4  # bwrap's init, sh, ls/grep: no process of another sandbox
