@@ -25,6 +25,29 @@ Jobs = Annotated[int, typer.Option("--workers", "-j", min=1, help="Repositories 
 Sandbox = Annotated[str, typer.Option("--sandbox", help="Sandbox backend: local (bubblewrap) or docker.")]
 Unsafe = Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run untrusted code without isolation.")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")]
+ThresholdOpt = Annotated[list[str] | None, typer.Option(
+    "--threshold", help="Override a mining threshold, e.g. min_passing=5 (repeatable; see `featdel mine --help`).")]
+
+
+def thresholds_from(items: list[str] | None):
+    """Parse KEY=VALUE overrides of `featdel.mine.Thresholds`; unknown keys are one-line errors."""
+    from dataclasses import fields, replace
+
+    from featdel.errors import FeatdelError
+    from featdel.mine import Thresholds
+
+    known = {f.name: f.type for f in fields(Thresholds)}
+    result = Thresholds()
+    for item in items or []:
+        key, _, value = item.partition("=")
+        if key not in known or not value:
+            raise FeatdelError(f"--threshold {item!r}: use KEY=VALUE with KEY one of {', '.join(known)}")
+        try:
+            number = int(value) if known[key] in ("int", int) else float(value)
+        except ValueError:
+            raise FeatdelError(f"--threshold {item!r}: {value!r} is not a number") from None
+        result = replace(result, **{key: number})
+    return result
 
 
 @contextlib.contextmanager
@@ -78,12 +101,15 @@ def mine(
     workers: Jobs = 1,
     sandbox: Sandbox = "local",
     unsafe_no_sandbox: Unsafe = False,
+    threshold: ThresholdOpt = None,
     verbose: Verbose = False,
 ) -> None:
     """Pin repositories, build their environments, run the baseline and map coverage.
 
     Writes OUT/repos.jsonl (one record per repository) and OUT/repos/NAME/{baseline,coverage}.json.
     Running it again on the same --out resumes: finished repositories are not redone.
+    Thresholds (--threshold KEY=VALUE): min_passing=10, max_failure_rate=0.2,
+    max_suite_seconds=600, min_coverage=30 (percent), baseline_runs=3.
 
     Examples:
 
@@ -100,9 +126,10 @@ def mine(
 
     with cli_errors(verbose):
         entries = entries_from(sources or [], corpus)
+        limits = thresholds_from(threshold)
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
         with StepProgress("mining", [e.source for e in entries]) as progress:
-            records = run_mine(entries, out, backend=backend, jobs=workers, on_step=progress.step)
+            records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step)
         repo_table(records)
         if not any(r.status == RepoStatus.MINED for r in records):
             typer.secho("nothing usable was mined", fg="red", err=True)
@@ -229,6 +256,7 @@ def run(
     workers: Jobs = 1,
     sandbox: Sandbox = "local",
     unsafe_no_sandbox: Unsafe = False,
+    threshold: ThresholdOpt = None,
     verbose: Verbose = False,
 ) -> None:
     """Mine, delete, verify and package in one go; resumable on the same --out.
@@ -248,9 +276,10 @@ def run(
 
     with cli_errors(verbose):
         entries = entries_from(sources or [], corpus)
+        limits = thresholds_from(threshold)
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
         with StepProgress("mining", [e.source for e in entries]) as progress:
-            records = run_mine(entries, out, backend=backend, jobs=workers, on_step=progress.step)
+            records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step)
         repo_table(records)
         if not any(r.status == RepoStatus.MINED for r in records):
             typer.secho("nothing usable was mined", fg="red", err=True)

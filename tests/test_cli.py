@@ -32,3 +32,15 @@ def test_every_command_has_help_with_an_example_and_is_in_the_readme():
         assert cmd.help and "featdel " in cmd.help and "xample" in cmd.help, f"{name}: help lacks an example"
         if name != "version":
             assert f"featdel {name}" in readme, f"README does not mention `featdel {name}`"
+
+
+def test_threshold_overrides_parse_and_reject_unknown_keys():
+    import pytest
+
+    from featdel.cli import thresholds_from
+    from featdel.errors import FeatdelError
+
+    t = thresholds_from(["min_passing=5", "min_coverage=12.5"])
+    assert (t.min_passing, t.min_coverage, t.baseline_runs) == (5, 12.5, 3)
+    with pytest.raises(FeatdelError, match="KEY one of"):
+        thresholds_from(["min_pasing=5"])
