@@ -35,7 +35,9 @@ ETC_FILES = ("alternatives", "ca-certificates", "ca-certificates.conf", "debian_
              "gai.conf", "host.conf", "hosts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
              "localtime", "mime.types", "nsswitch.conf", "os-release", "pip.conf", "protocols",
              "resolv.conf", "services", "ssl/certs", "ssl/openssl.cnf", "timezone")
-PASSWD = f"root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:{SANDBOX_UID}:{SANDBOX_GID}:sandbox:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+PASSWD = ("root:x:0:0:root:/root:/usr/sbin/nologin\n"
+          f"sandbox:x:{SANDBOX_UID}:{SANDBOX_GID}:sandbox:/tmp:/bin/sh\n"
+          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
 GROUP = f"root:x:0:\nsandbox:x:{SANDBOX_GID}:\nnogroup:x:65534:\n"
 DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp",
                "LANG": "C.UTF-8", "USER": "sandbox"}
@@ -43,7 +45,8 @@ DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR":
 # Joins the cgroups (as root, before bwrap forks anything), then becomes bwrap. A constant
 # script: paths and argv arrive as positional arguments, never inside the script text.
 _CD = 'cd -- "$0" 2>/dev/null || { echo "featdel-cd: cannot enter $0" >&2; exit 125; }; exec "$@"'
-_JOIN = 'while [ "$1" != -- ]; do echo $$ >"$1" || { echo "featdel-join: $1" >&2; exit 125; }; shift; done; shift; exec "$@"'
+_JOIN = ('while [ "$1" != -- ]; do echo $$ >"$1" || { echo "featdel-join: $1" >&2; exit 125; }; shift; done; '
+         'shift; exec "$@"')
 
 
 def _which(name: str) -> str | None:
@@ -209,7 +212,8 @@ class LocalSandbox:
                 a += ["--ro-bind", str(host), str(host)]
         tmp_size = [] if limits.memory_bytes is None else ["--size", str(limits.memory_bytes)]
         a += ["--dev", "/dev", "--proc", "/proc", *tmp_size, "--tmpfs", "/tmp", "--tmpfs", "/run",
-              "--perms", "0755", "--dir", "/etc", "--perms", "01777", "--tmpfs", "/var/tmp", "--symlink", "../run", "/var/run"]
+              "--perms", "0755", "--dir", "/etc", "--perms", "01777", "--tmpfs", "/var/tmp",
+              "--symlink", "../run", "/var/run"]
         for name in ETC_FILES:
             a += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         for name, text in (("passwd", PASSWD), ("group", GROUP)):
