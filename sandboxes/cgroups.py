@@ -101,8 +101,9 @@ class Cgroup:
     def _create_v2(cls, name: str, limits: Limits) -> Cgroup:
         parent = ROOT / "featdel"
         parent.mkdir(exist_ok=True)
-        _write(ROOT / "cgroup.subtree_control", "+memory +pids +cpu", required=False)
-        _write(parent / "cgroup.subtree_control", "+memory +pids +cpu", required=False)
+        for ctrl in ("memory", "pids", "cpu"):  # one at a time: one missing must not block the rest
+            _write(ROOT / "cgroup.subtree_control", f"+{ctrl}", required=False)
+            _write(parent / "cgroup.subtree_control", f"+{ctrl}", required=False)
         path = parent / name
         path.mkdir()
         group = cls(version="v2", dirs=[path], procs_files=[path / "cgroup.procs"])
