@@ -119,21 +119,11 @@ def mine(
 
       featdel mine ./my-repo https://github.com/pallets/itsdangerous.git@2.2.0 --out runs/b
     """
-    from featdel.mine import mine as run_mine
-    from featdel.progress import StepProgress, repo_table
-    from featdel.records import RepoStatus
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
-        entries = entries_from(sources or [], corpus)
-        limits = thresholds_from(threshold)
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
-        with StepProgress("mining", [e.source for e in entries]) as progress:
-            records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step)
-        repo_table(records)
-        if not any(r.status == RepoStatus.MINED for r in records):
-            typer.secho("nothing usable was mined", fg="red", err=True)
-            raise typer.Exit(1)
+        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers)
 
 
 Strategies = Annotated[list[str] | None, typer.Option("--strategy", "-s", help="Deletion strategy (repeatable); default: all.")]
@@ -267,23 +257,15 @@ def run(
 
       featdel run --corpus corpora/default.toml --out runs/demo -j 2 --max-candidates 5
     """
-    from featdel.mine import mine as run_mine
     from featdel.package import package as write
-    from featdel.progress import StepProgress, repo_table, verdict_summary
-    from featdel.records import Deletion, RepoStatus, read_jsonl
+    from featdel.progress import StepProgress, verdict_summary
+    from featdel.records import Deletion, read_jsonl
     from featdel.sandboxes import get_backend
     from featdel.verify import VerifyOptions, verify_all
 
     with cli_errors(verbose):
-        entries = entries_from(sources or [], corpus)
-        limits = thresholds_from(threshold)
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
-        with StepProgress("mining", [e.source for e in entries]) as progress:
-            records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step)
-        repo_table(records)
-        if not any(r.status == RepoStatus.MINED for r in records):
-            typer.secho("nothing usable was mined", fg="red", err=True)
-            raise typer.Exit(1)
+        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers)
         per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
         _delete(out, strategy, per_repo, seed, False, backend)
         ids = [d.deletion_id for d in read_jsonl(out / "deletions.jsonl", Deletion)]
@@ -341,6 +323,20 @@ def _need(path: Path, how: str) -> None:
 
     if not path.exists():
         raise RunDirError(f"{path} is missing: {how}")
+
+
+def _mine_stage(entries, out: Path, backend, limits, workers: int) -> None:
+    """Mine with a progress bar, print the table, exit 1 when nothing usable was mined."""
+    from featdel.mine import mine as run_mine
+    from featdel.progress import StepProgress, repo_table
+    from featdel.records import RepoStatus
+
+    with StepProgress("mining", [e.source for e in entries]) as progress:
+        records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step)
+    repo_table(records)
+    if not any(r.status == RepoStatus.MINED for r in records):
+        typer.secho("nothing usable was mined", fg="red", err=True)
+        raise typer.Exit(1)
 
 
 def _register_subcommands() -> None:
