@@ -17,7 +17,7 @@ from featdel.corpus import CorpusEntry
 from featdel.delete import delete_all
 from featdel.mine import Thresholds, mine
 from featdel.package import TASK_SCHEMA, package, read_envs, read_tasks
-from featdel.records import Deletion, RepoStatus, Verdict, VerdictStatus, read_jsonl
+from featdel.records import Deletion, RepoStatus, VerdictStatus, read_jsonl
 from featdel.recipe import Overrides
 from featdel.testrun import RunOptions, run_suite
 from featdel.trees import apply_patch, start_state
