@@ -212,9 +212,14 @@ def verify(
         verdict_summary(verdicts)
 
 
+HideTests = Annotated[bool, typer.Option(
+    "--hide-tests", help="Leave the F2P test files out of the start state; test_patch restores them.")]
+
+
 @app.command()
 def package(
     out: Annotated[Path, typer.Argument(help="A verified run directory.")],
+    hide_tests: HideTests = False,
     verbose: Verbose = False,
 ) -> None:
     """Write verified tasks to OUT/tasks/*.parquet and environments to OUT/envs/*.parquet.
@@ -223,13 +228,15 @@ def package(
 
       featdel package runs/a
 
+      featdel package runs/a --hide-tests
+
       duckdb -c "select instance_id, len(FAIL_TO_PASS) from read_parquet('runs/a/tasks/*.parquet')"
     """
     from featdel.package import package as write
 
     with cli_errors(verbose):
         _need(out / "verdicts.jsonl", "run `featdel verify DIR` first")
-        tasks, envs = write(out)
+        tasks, envs = write(out, hide_tests=hide_tests)
         typer.echo(f"{tasks} tasks in {out / 'tasks'}, {envs} environments in {out / 'envs'}")
 
 
@@ -247,6 +254,8 @@ def run(
     sandbox: Sandbox = "local",
     unsafe_no_sandbox: Unsafe = False,
     threshold: ThresholdOpt = None,
+    hide_tests: HideTests = False,
+    strip_docstrings: StripDocs = False,
     verbose: Verbose = False,
 ) -> None:
     """Mine, delete, verify and package in one go; resumable on the same --out.
@@ -267,12 +276,12 @@ def run(
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
         _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers)
         per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
-        _delete(out, strategy, per_repo, seed, False, backend)
+        _delete(out, strategy, per_repo, seed, strip_docstrings, backend)
         ids = [d.deletion_id for d in read_jsonl(out / "deletions.jsonl", Deletion)]
         with StepProgress("verifying", ids) as progress:
             verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), jobs=workers,
                                   on_step=progress.step)
-        tasks, envs = write(out, max_tasks=max_tasks)
+        tasks, envs = write(out, max_tasks=max_tasks, hide_tests=hide_tests)
         verdict_summary(verdicts)
         typer.echo(f"{tasks} tasks in {out / 'tasks'}, {envs} environments in {out / 'envs'}")
 

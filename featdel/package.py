@@ -48,8 +48,10 @@ def env_id(record: RepoRecord) -> str:
     return Path(record.env_dir).name
 
 
-def package(run_dir: Path, *, max_tasks: int | None = None) -> tuple[int, int]:
-    """Write the shards (replacing earlier ones); return (tasks, envs) written."""
+def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = False) -> tuple[int, int]:
+    """Write the shards (replacing earlier ones); return (tasks, envs) written. With
+    `hide_tests`, the start state also lacks the files of the F2P tests, and `test_patch`
+    (SWE-bench meaning: applied before grading) brings them back."""
     from featdel.mine import latest_records
 
     records = {r.name: r for r in latest_records(run_dir).values()}
@@ -60,25 +62,34 @@ def package(run_dir: Path, *, max_tasks: int | None = None) -> tuple[int, int]:
     for v in sorted(verified, key=lambda v: v.deletion_id)[:max_tasks]:
         record, deletion = records[v.repo], deletions[v.deletion_id]
         used[v.repo] = record
-        rows.append(task_row(run_dir, record, deletion, v, now))
+        rows.append(task_row(run_dir, record, deletion, v, now, hide_tests=hide_tests))
     env_rows = [env_row(run_dir, r) for r in sorted(used.values(), key=lambda r: r.name)]
     _write(run_dir / "tasks", "tasks", rows, TASK_SCHEMA)
     _write(run_dir / "envs", "envs", env_rows, ENV_SCHEMA)
     return len(rows), len(env_rows)
 
 
-def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Verdict, now) -> dict:
+def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Verdict, now,
+             *, hide_tests: bool = False) -> dict:
     snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"
-    deletion_patch, patch = trees.diff(snapshot, deletion.files)
+    # Hidden tests: the F2P test files leave the start state; `test_patch` restores them, and
+    # `patch` stays the code fix alone. The graded tree (start + patch + test_patch) is the
+    # verified one, so no verification rule changes.
+    hidden = {t.split("::")[0]: None for t in verdict.FAIL_TO_PASS} if hide_tests else {}
+    start_files = {**deletion.files, **hidden}
+    deletion_patch = trees.diff_states(snapshot, {}, start_files)
+    patch = trees.diff_states(snapshot, start_files, hidden)
+    test_patch = trees.diff_states(snapshot, hidden, {}) if hidden else ""
     with tempfile.TemporaryDirectory(prefix="featdel-pkg-") as tmp:
         original = trees.extract(snapshot, Path(tmp) / "original")
         start = trees.start_state(snapshot, deletion_patch, Path(tmp) / "start")
         text = statement.write(deletion, original, verdict.FAIL_TO_PASS)
         feats = difficulty.features(deletion, start, verdict.FAIL_TO_PASS, verdict.PASS_TO_PASS)
+        feats["tests_visible"] = not hide_tests
     return {
         "instance_id": deletion.deletion_id, "repo": record.name, "source": record.source,
         "base_commit": record.commit, "environment_setup_commit": record.commit, "env_id": env_id(record),
-        "patch": patch, "deletion_patch": deletion_patch, "test_patch": "", "problem_statement": text,
+        "patch": patch, "deletion_patch": deletion_patch, "test_patch": test_patch, "problem_statement": text,
         "hints_text": "", "FAIL_TO_PASS": verdict.FAIL_TO_PASS, "PASS_TO_PASS": verdict.PASS_TO_PASS,
         "test_cmd": record.recipe.test_cmd, "strategy": deletion.strategy,
         "deleted_symbols": deletion.deleted_symbols, "difficulty": feats, "image_name": verdict.image_name,

@@ -79,14 +79,26 @@ def start_state(snapshot: Path, deletion_patch: str, dest: Path) -> Path:
 
 def diff(snapshot: Path, files: dict[str, str | None]) -> tuple[str, str]:
     """(deletion_patch, patch): original -> start state, and its reverse (the gold fix)."""
+    return diff_states(snapshot, {}, files), diff_states(snapshot, files, {})
+
+
+def diff_states(snapshot: Path, a: dict[str, str | None], b: dict[str, str | None]) -> str:
+    """The unified diff from (snapshot + edits `a`) to (snapshot + edits `b`)."""
     with tempfile.TemporaryDirectory(prefix="featdel-diff-") as tmp:
         tree = extract(snapshot, Path(tmp) / "t")
-        commit_tree(tree, "original")
-        apply_edits(tree, files)
+        original = extract(snapshot, Path(tmp) / "o")
+        apply_edits(tree, a)
+        commit_tree(tree, "a")
+        for rel in set(a) - set(b):  # back to the original where `b` leaves a path alone
+            source = original / rel
+            if source.exists():
+                (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, tree / rel)
+            else:
+                (tree / rel).unlink(missing_ok=True)
+        apply_edits(tree, b)
         git("add", "-A", "-f", cwd=tree)
-        forward = _diff(tree, [])
-        reverse = _diff(tree, ["-R"])
-    return forward, reverse
+        return _diff(tree, [])
 
 
 def _diff(tree: Path, extra: list[str]) -> str:

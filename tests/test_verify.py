@@ -159,3 +159,29 @@ def test_verify_resumes(run, local_backend):
     again = verify_all(run_dir, local_backend, VerifyOptions(reruns=2))
     assert (run_dir / "verdicts.jsonl").read_text() == before
     assert len(again) == len(verdicts)
+
+
+def test_hidden_tests_leave_the_start_state_and_test_patch_restores_them(run, local_backend, tmp_path):
+    run_dir, _ = run
+    import shutil
+
+    hidden_run = tmp_path / "hidden"
+    shutil.copytree(run_dir, hidden_run)
+    package(hidden_run, hide_tests=True)
+    env_row = read_envs(hidden_run).to_pylist()[0]
+    snapshot = tmp_path / "snapshot.tar.gz"
+    snapshot.write_bytes(env_row["snapshot"])
+    record = json.loads((run_dir / "repos.jsonl").read_text().splitlines()[-1])
+    from featdel.envs import load
+
+    env = load(Path(record["env_dir"]))
+    task = read_tasks(hidden_run).to_pylist()[0]
+    assert task["difficulty"]["tests_visible"] is False and task["test_patch"]
+    start = start_state(snapshot, task["deletion_patch"], tmp_path / "start")
+    test_files = {t.split("::")[0] for t in task["FAIL_TO_PASS"]}
+    assert not any((start / f).exists() for f in test_files)
+    apply_patch(start, task["test_patch"])
+    f2p, p2p = task["FAIL_TO_PASS"], task["PASS_TO_PASS"]
+    assert not run_suite(env, local_backend, RunOptions(tests=f2p), tree=start).passed() & set(f2p)
+    apply_patch(start, task["patch"])
+    assert run_suite(env, local_backend, RunOptions(tests=f2p + p2p), tree=start).passed() == set(f2p + p2p)
