@@ -10,6 +10,7 @@ not mention counts as not passed. A run whose report is missing says the suite b
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -86,8 +87,7 @@ def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Pa
     elif result.timed_out:
         broken = f"the suite did not finish within {options.timeout_s:.0f}s"
     else:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
-        broken = f"pytest wrote no report (exit {result.exit_code}): {tail[0][:200]}"
+        broken = f"pytest wrote no report (exit {result.exit_code}): {_why(result.stdout + result.stderr)}"
     data_file = out_dir / "coverage.sqlite"
     if options.coverage_to is not None and data_file.exists():
         options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
@@ -104,6 +104,13 @@ def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Pa
         broken=broken,
         output_tail=(result.stdout + result.stderr)[-4000:],
     )
+
+
+def _why(output: str) -> str:
+    """The most telling line of a crashed run: the last exception line, else the last line."""
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", ln)]
+    return (errors or lines or ["no output"])[-1][:240]
 
 
 def _argv(env: Env, options: RunOptions, out_dir: Path) -> list[str]:
