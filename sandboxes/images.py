@@ -200,8 +200,9 @@ def build_repo_image(
     base: str = BASE_IMAGE,
     install_argv: Sequence[str] | None = None,
 ) -> str:
-    """An image holding `python_prefix` and all of `env_dir` (src, venv and anything else the
-    env keeps there, such as a pytest plugin) at their host paths.
+    """An image holding `python_prefix` and `env_dir` (venv, pytest plugin, ...) at their host
+    paths, with `env_dir/src` empty: the tree under test is mounted there, and the original
+    checkout must never be part of a task's environment, where a learner could read it.
 
     Idempotent: the tag is a fingerprint of the files (path, size, mtime) and the base, so a
     second call with nothing changed returns at once. `install_argv`, if given, runs as root in
@@ -222,10 +223,13 @@ def build_repo_image(
     py_print = _fingerprint(python_prefix, skip=skip)
     py_tag = hashlib.sha256(f"{base_id}{python_prefix}{py_print}{skip}".encode()).hexdigest()[:16]
     python_image = _layer(base, [python_prefix], "featdel-python", py_tag, [], skip)
-    tag = hashlib.sha256(f"{py_tag}{_fingerprint(env_dir)}{install_argv}".encode()).hexdigest()[:16]
+    # The checkout goes in as an empty directory: the original code must never be part of a
+    # task's environment (a learner could read it); the tree under test is mounted there.
+    no_src = (str(src),)
+    tag = hashlib.sha256(f"{py_tag}{_fingerprint(env_dir, skip=no_src)}{install_argv}".encode()).hexdigest()[:16]
     repository = "featdel-env-" + "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in env_dir.name.lower())
     env = [f"ENV VIRTUAL_ENV={venv} PATH={venv}/bin:/usr/local/bin:/usr/bin:/bin", f"WORKDIR {src}"]
-    name = _layer(python_image, [env_dir], repository, tag, env)
+    name = _layer(python_image, [env_dir], repository, tag, env, skip=no_src)
     if install_argv:
         name = _run_and_commit(name, install_argv, cwd=src, repository=repository, tag=tag + "-i")
     return name

@@ -91,6 +91,10 @@ def test_repo_image_holds_the_env_at_host_paths(tmp_path):
         assert r.ok, r.stderr
         assert r.stdout.split()[0] == "candidate"
         assert image.startswith("featdel-env-demo:")
+        from featdel.sandboxes.images import client
+
+        listing = client().containers.run(image, ["ls", "-A", str(src)], remove=True, network_disabled=True)
+        assert listing.strip() == b"", "the original checkout must not be inside the image"
         with pytest.raises(SandboxError, match="tmpfs"):
             build_repo_image(tmp_path, python_prefix=Path(sys.base_prefix), base=base)
     finally:
