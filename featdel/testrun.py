@@ -69,7 +69,8 @@ def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Pa
     out_dir.chmod(0o777)  # the sandbox writes here as a non-root user
     report = out_dir / "report.json"
     argv = _argv(env, options, out_dir)
-    variables = {**env.environ(), "FEATDEL_REPORT": str(report), "PYTHONPATH": str(plugin_dir(env))}
+    variables = {**env.environ(), "HOME": "/tmp", "FEATDEL_REPORT": str(report),
+                 "PYTHONPATH": str(plugin_dir(env))}
     spec = SandboxSpec(
         workdir=tree,
         mount_at=env.src,
@@ -82,14 +83,20 @@ def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Pa
         result = sandbox.run(argv, cwd=env.src, env=variables)
     broken = None
     data = {"tests": {}, "collected": [], "collect_errors": []}
-    if report.exists():
-        data = json.loads(report.read_text())
+    if report.exists() or report.is_symlink():
+        from featdel.sandboxes.hostpaths import read_untrusted
+
+        # The sandbox owns what it writes: never follow a link it planted, nor read without bound.
+        try:
+            data = json.loads(read_untrusted(out_dir, report.name, limit=256 << 20))
+        except ValueError as exc:
+            data, broken = {"tests": {}, "collected": [], "collect_errors": []}, f"unreadable report: {exc}"
     elif result.timed_out:
         broken = f"the suite did not finish within {options.timeout_s:.0f}s"
     else:
         broken = f"pytest wrote no report (exit {result.exit_code}): {_why(result.stdout + result.stderr)}"
     data_file = out_dir / "coverage.sqlite"
-    if options.coverage_to is not None and data_file.exists():
+    if options.coverage_to is not None and data_file.is_file() and not data_file.is_symlink():
         options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(data_file, options.coverage_to)
     shutil.rmtree(out_dir, ignore_errors=True)
