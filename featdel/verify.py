@@ -36,8 +36,11 @@ class VerifyOptions:
     reruns: int = 3
     p2p_sample: int = 20
     full_suite: bool = False
-    timeout_s: float = 600.0
+    timeout_s: float | None = None  # per test run; default: 10x the baseline suite, at least 60 s
     seed: int = 0
+
+    def run_timeout(self, ctx: RepoContext) -> float:
+        return self.timeout_s or max(60.0, 10 * ctx.record.suite_seconds)
 
 
 class Broke(Exception):
@@ -93,6 +96,8 @@ def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) 
     with backend.open(spec) as sandbox:
         result = sandbox.run([str(ctx.env.venv / "bin" / "python"), "-c", code, *modules],
                              cwd=ctx.env.src, env=ctx.env.environ())
+    if result.timed_out:
+        return "importing the package did not finish within 120s"
     marker = [ln for ln in result.stdout.splitlines() if ln.startswith("FEATDEL-IMPORT ")]
     if not marker:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
@@ -101,6 +106,8 @@ def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) 
     if error:
         return f"the package no longer imports: {error}"
     run = run_suite(ctx.env, backend, RunOptions(collect_only=True, timeout_s=300), tree=tree, image=ctx.image)
+    if run.timed_out:
+        return "collection did not finish within 300s"
     if run.broken:
         raise Broke(run.broken)
     if run.collect_errors:
@@ -147,9 +154,13 @@ def select_tests(ctx: RepoContext, deletion: Deletion, opts: VerifyOptions) -> t
     return tied, sorted(rng.sample(others, min(opts.p2p_sample, len(others))))
 
 
-def _run(ctx: RepoContext, backend, tree: Path, tests: list[str], opts: VerifyOptions, spent: list[float]) -> SuiteRun:
-    run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=opts.timeout_s), tree=tree, image=ctx.image)
+def _run(ctx: RepoContext, backend, tree: Path, tests: list[str], opts: VerifyOptions, spent: list[float],
+         stage: str) -> SuiteRun:
+    timeout = opts.run_timeout(ctx)
+    run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=timeout), tree=tree, image=ctx.image)
     spent.append(run.seconds)
+    if run.timed_out:  # the code under test hangs (a deletion can make a loop endless): not the sandbox
+        raise Rejected(stage, f"the tests did not finish within {timeout:.0f}s")
     if run.broken:
         raise Broke(run.broken)
     return run
@@ -183,7 +194,7 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> tup
         if not tied:
             raise Rejected("tests", "no passing baseline test executes the deleted code")
         selected = tied + sample
-        runs = [_run(ctx, backend, fresh(f"run{i}"), selected, opts, spent) for i in range(opts.reruns)]
+        runs = [_run(ctx, backend, fresh(f"run{i}"), selected, opts, spent, "tests") for i in range(opts.reruns)]
         failing = [t for t in selected if all(r.outcomes.get(t, "missing") in ("failed", "error", "missing") for r in runs)]
         passing = [t for t in selected if all(r.outcomes.get(t) == "passed" for r in runs)]
         if not failing:
@@ -194,7 +205,7 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> tup
         # A test whose outcome changed between runs is in neither list: it is never a reward.
         gold = fresh("gold")
         trees.apply_patch(gold, patch)
-        run = _run(ctx, backend, gold, failing + passing, opts, spent)
+        run = _run(ctx, backend, gold, failing + passing, opts, spent, "gold")
         not_restored = [t for t in failing + passing if run.outcomes.get(t) != "passed"]
         if not_restored:
             raise Rejected("gold", f"the gold patch leaves {len(not_restored)} tests failing, e.g. {not_restored[0]}")
@@ -206,7 +217,7 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> tup
         hit = leaks.audit(needles, [start], {"problem_statement": text}, third_party=[ctx.env.venv])
         if hit:
             raise Rejected("leak", f"deleted code found at {hit}")
-        noop = _run(ctx, backend, fresh("noop"), failing, opts, spent)
+        noop = _run(ctx, backend, fresh("noop"), failing, opts, spent, "noop")
         still_passing = [t for t in failing if noop.outcomes.get(t) == "passed"]
         if still_passing:
             raise Rejected("noop", f"the unchanged start state passes {still_passing[0]}")

@@ -185,3 +185,19 @@ def test_hidden_tests_leave_the_start_state_and_test_patch_restores_them(run, lo
     assert not run_suite(env, local_backend, RunOptions(tests=f2p), tree=start).passed() & set(f2p)
     apply_patch(start, task["patch"])
     assert run_suite(env, local_backend, RunOptions(tests=f2p + p2p), tree=start).passed() == set(f2p + p2p)
+
+
+def test_a_deletion_that_makes_tests_hang_is_rejected_at_the_timeout(run, local_backend):
+    run_dir, _ = run
+    from featdel.mine import latest_records
+
+    record = next(iter(latest_records(run_dir).values()))
+    ctx = RepoContext.load(run_dir, record)
+    text = SKIPPING["tinylib/text.py"].replace("def whisper(s):\n    return s.lower()",
+                                               "def whisper(s):\n    while True:\n        pass")
+    deletion = Deletion(deletion_id="tinylib__hang__0", repo=record.name, strategy="body",
+                        target="tinylib/text.py::whisper", deleted_symbols=["tinylib/text.py::whisper"],
+                        files={"tinylib/text.py": text}, removed=["    return s.lower()\n"])
+    verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1, timeout_s=5))
+    assert (verdict.status, verdict.stage) == (VerdictStatus.REJECTED, "tests"), verdict
+    assert "did not finish within 5s" in verdict.reason
