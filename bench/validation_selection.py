@@ -30,7 +30,7 @@ DEFAULT = ["pypi:inflection==0.5.1", "pypi:cachetools==5.5.0", "pypi:toolz==1.0.
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sources", nargs="*", default=DEFAULT)
-    parser.add_argument("--candidates", type=int, default=8, help="deletions per repository")
+    parser.add_argument("--candidates", type=int, default=4, help="deletions per repository")
     parser.add_argument("--reruns", type=int, default=2)
     args = parser.parse_args()
     backend = get_backend("local")
