@@ -141,10 +141,14 @@ def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, 
     names = strategies or list(STRATEGIES)
     for name in names:
         strategy(name)  # unknown names fail here, before any work
-    deletions = delete_all(
-        out, strategies=names, max_candidates=max_candidates, seed=seed, keep_docstrings=not strip,
-        check_for=lambda record: make_check(RepoContext.load(out, record), backend),
-    )
+    from featdel.delete import mined_repos
+    from featdel.progress import StepProgress
+
+    with StepProgress("deleting", [r.name for r in mined_repos(out)]) as progress:
+        deletions = delete_all(
+            out, strategies=names, max_candidates=max_candidates, seed=seed, keep_docstrings=not strip,
+            check_for=lambda record: make_check(RepoContext.load(out, record), backend), on_step=progress.step,
+        )
     return len(deletions)
 
 

@@ -101,15 +101,21 @@ def delete_repo(
     return made
 
 
-def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable], **kwargs) -> list[Deletion]:
-    """Run `delete_repo` for every mined repo not yet done; return all deletions of the run.
-    `check_for(record)` gives that repo's check factory (see `delete_repo`)."""
+def mined_repos(run_dir: Path) -> list[RepoRecord]:
     from featdel.mine import latest_records
 
-    for record in latest_records(run_dir).values():
-        if record.status != RepoStatus.MINED:
-            continue
+    return [r for r in latest_records(run_dir).values() if r.status == RepoStatus.MINED]
+
+
+def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable],
+               on_step: Callable[[str, str], None] = lambda repo, step: None, **kwargs) -> list[Deletion]:
+    """Run `delete_repo` for every mined repo not yet done; return all deletions of the run.
+    `check_for(record)` gives that repo's check factory (see `delete_repo`)."""
+    for record in mined_repos(run_dir):
         if (run_dir / "repos" / record.name / "deleted.done").exists():
+            on_step(record.name, "resumed")
             continue
+        on_step(record.name, "deleting")
         delete_repo(record, run_dir, check_factory=check_for(record), **kwargs)
+        on_step(record.name, "done")
     return read_jsonl(run_dir / "deletions.jsonl", Deletion)

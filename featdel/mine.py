@@ -49,6 +49,7 @@ def mine(
     on_step: Callable[[str, str], None] = lambda source, step: None,
 ) -> list[RepoRecord]:
     """Mine every entry not yet done; return the latest record of every entry."""
+    run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     done = latest_records(run_dir)
     todo = [e for e in entries if e.source not in done or done[e.source].status == RepoStatus.BROKEN]

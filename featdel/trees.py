@@ -24,6 +24,7 @@ JUNK_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dylib")
 
 def write_snapshot(repo: Path, commit: str, dest: Path) -> None:
     """The original tree at `commit`, as a tar.gz without VCS data (deterministic bytes)."""
+    dest = dest.resolve()  # git runs in `repo`: a relative path would land there
     dest.parent.mkdir(parents=True, exist_ok=True)
     git("archive", "--format=tar.gz", "-o", str(dest), commit, cwd=repo)
 

@@ -14,14 +14,15 @@ pytestmark = pytest.mark.slow
 FEATDEL = [sys.executable, "-m", "featdel.cli"]
 
 
-def featdel(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FEATDEL, *args], capture_output=True, text=True, timeout=900)
+def featdel(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*FEATDEL, *args], capture_output=True, text=True, timeout=900, cwd=cwd)
 
 
 def test_run_on_a_real_sdist_and_resume(tmp_path, featdel_cache):
     out = tmp_path / "run"
-    first = featdel("run", "pypi:inflection==0.5.1", "--out", str(out), "--max-candidates", "3", "-s", "body",
-                    "-s", "function")
+    # A relative --out, as a user types it (every stage must resolve it, whatever its cwd).
+    first = featdel("run", "pypi:inflection==0.5.1", "--out", "run", "--max-candidates", "3", "-s", "body",
+                    "-s", "function", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     [record] = [json.loads(line) for line in (out / "repos.jsonl").read_text().splitlines()]
     assert record["status"] == "mined" and record["passed"] > 400
