@@ -75,14 +75,23 @@ def verdict_summary(verdicts) -> None:
     reasons: dict[str, list] = defaultdict(list)
     for v in verdicts:
         if v.status != "verified":
-            reasons[f"{v.status}/{v.stage}"].append(v.reason)
+            reasons[f"{v.status}/{v.stage}: {_reason_kind(v.reason)}"].append(v.reason)
     if reasons:
         why = Table(title="why candidates were not kept")
-        for col in ("status/stage", "count", "example"):
+        for col in ("status/stage: reason", "count", "example"):
             why.add_column(col, overflow="fold")
         for key, items in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
             why.add_row(key, str(len(items)), items[0][:160])
         out.print(why)
+
+
+def _reason_kind(reason: str) -> str:
+    """A reason with its names, paths and numbers blanked, so like reasons group together."""
+    import re
+
+    kind = re.sub(r"\b(by|of|for|in|at|e\.g\.)\s+\S+", r"\1 …", reason)
+    kind = re.sub(r"\S*[_./:`'\"]\S*|\d+", "…", kind)
+    return kind[:70]
 
 
 def task_list(run_dir) -> None:
