@@ -28,6 +28,7 @@ from featdel import envs, leaks, statement, trees
 from featdel.coverage_map import CoverageMap
 from featdel.errors import SandboxError
 from featdel.records import (Deletion, RepoRecord, Verdict, VerdictStatus, append_jsonl, read_jsonl)
+from featdel.spans import has_syntax_error
 from featdel.testrun import RunOptions, SuiteRun, run_suite
 
 
@@ -187,6 +188,9 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> tup
         def fresh(name: str) -> Path:
             return trees.start_state(ctx.snapshot, deletion_patch, Path(tmp) / name)
 
+        for path, text in sorted(deletion.files.items()):
+            if text is not None and has_syntax_error(text.encode()):
+                raise Rejected("build", f"{path} does not parse after the deletion")
         reason = build_check(ctx, fresh("build"), backend, deleted_files)
         if reason:
             raise Rejected("build", reason)

@@ -201,3 +201,17 @@ def test_a_deletion_that_makes_tests_hang_is_rejected_at_the_timeout(run, local_
     verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1, timeout_s=5))
     assert (verdict.status, verdict.stage) == (VerdictStatus.REJECTED, "tests"), verdict
     assert "did not finish within 5s" in verdict.reason
+
+
+def test_an_edit_that_does_not_parse_is_rejected_at_build(run, local_backend):
+    run_dir, _ = run
+    from featdel.mine import latest_records
+
+    record = next(iter(latest_records(run_dir).values()))
+    ctx = RepoContext.load(run_dir, record)
+    deletion = Deletion(deletion_id="tinylib__bad__0", repo=record.name, strategy="body",
+                        target="tinylib/text.py::whisper", deleted_symbols=["tinylib/text.py::whisper"],
+                        files={"tinylib/text.py": "def whisper(s:\n    return\n"}, removed=["    return s.lower()\n"])
+    verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
+    assert (verdict.status, verdict.stage) == (VerdictStatus.REJECTED, "build"), verdict
+    assert verdict.reason == "tinylib/text.py does not parse after the deletion"
