@@ -215,3 +215,28 @@ def test_an_edit_that_does_not_parse_is_rejected_at_build(run, local_backend):
     verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
     assert (verdict.status, verdict.stage) == (VerdictStatus.REJECTED, "build"), verdict
     assert verdict.reason == "tinylib/text.py does not parse after the deletion"
+
+
+def test_show_and_materialize_read_the_shards(run, tmp_path):
+    run_dir, _ = run
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from featdel.cli import app
+
+    task = read_tasks(run_dir).to_pylist()[0]
+    shown = CliRunner().invoke(app, ["show", str(run_dir), task["instance_id"]])
+    assert shown.exit_code == 0 and task["FAIL_TO_PASS"][0] in shown.stdout
+    listed = CliRunner().invoke(app, ["show", str(run_dir)])
+    assert listed.exit_code == 0 and task["instance_id"] in listed.stdout
+    dest = tmp_path / "task"
+    made = CliRunner().invoke(app, ["materialize", str(run_dir), task["instance_id"], str(dest)])
+    assert made.exit_code == 0, made.stdout
+    assert "featdel sandbox exec --workdir" in made.stdout
+    log = subprocess.run(["git", "log", "--oneline"], cwd=dest, capture_output=True, text=True).stdout
+    assert len(log.splitlines()) == 1
+    again = CliRunner().invoke(app, ["materialize", str(run_dir), task["instance_id"], str(dest)])
+    assert again.exit_code == 2 and "exists" in again.output
+    unknown = CliRunner().invoke(app, ["show", str(run_dir), "no-such-task"])
+    assert unknown.exit_code == 2 and "no task no-such-task" in unknown.output
