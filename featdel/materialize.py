@@ -6,6 +6,7 @@ a fresh git repository with one commit, and a message saying how to enter its en
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def materialize(run_dir: Path, instance_id: str, dest: Path) -> str:
     from featdel.sources import cache_root
 
     env_root = cache_root() / "envs" / task["env_id"]
-    tests = " ".join(task["FAIL_TO_PASS"][:3])
+    tests = " ".join(shlex.quote(t) for t in task["FAIL_TO_PASS"][:3])
     return (
         f"start state of {instance_id} written to {dest} (one commit, no history).\n"
         f"Its environment is {env_root} (built by `featdel mine`; recipe: {env['install']}).\n"
