@@ -70,35 +70,51 @@ def mine(
 
 
 def mine_one(entry: CorpusEntry, run_dir: Path, *, backend, thresholds: Thresholds, on_step) -> RepoRecord:
-    from featdel import envs, recipe, sources
+    """Pin, install and baseline one source. When the suite crashes before pytest can report
+    (an old conftest against a new pytest), try the next pytest in `PYTEST_FALLBACKS`."""
+    from featdel import sources
+    from featdel.recipe import PYTEST_FALLBACKS
 
     record = RepoRecord(source=entry.source, name=entry.source)
     try:
         on_step(entry.source, "pin")
         pinned = sources.resolve(entry.source)
         record = replace(record, name=pinned.name, commit=pinned.commit)
-        with tempfile.TemporaryDirectory(prefix="featdel-tree-") as tmp:
-            tree = Path(tmp) / "src"
-            sources.checkout(pinned, tree)
-            built = recipe.detect(tree, entry.overrides)
-            if not built.package_dirs:
-                return replace(record, status=RepoStatus.REJECTED, reason="no importable package found in the tree")
-            on_step(entry.source, "install")
-            env = envs.build(pinned, built, tree_ready=tree)
-        record = replace(record, recipe=env.recipe, env_dir=str(env.root))
         from featdel.trees import write_snapshot
 
         snapshot = run_dir / "repos" / pinned.name / "snapshot.tar.gz"
         if not snapshot.exists():
             write_snapshot(pinned.repo, pinned.commit, snapshot)
-        if getattr(backend, "name", "") == "docker":
-            on_step(entry.source, "image")
-            record = replace(record, image_name=_repo_image(env))
-        on_step(entry.source, "baseline")
-        timeout = entry.overrides.timeout_s or thresholds.max_suite_seconds
-        return _baseline(record, env, run_dir / "repos" / pinned.name, backend, thresholds, timeout)
+        first = None
+        for pytest_req in PYTEST_FALLBACKS:
+            attempt = _attempt(entry, pinned, record, run_dir, backend, thresholds, on_step, pytest_req)
+            first = first or attempt
+            if not (attempt.status == RepoStatus.BROKEN and attempt.reason.startswith("pytest wrote no report")):
+                return attempt
+        return first
     except FeatdelError as exc:
         return replace(record, status=RepoStatus.BROKEN, reason=str(exc))
+
+
+def _attempt(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, backend, thresholds: Thresholds,
+             on_step, pytest_req: str) -> RepoRecord:
+    from featdel import envs, recipe, sources
+
+    with tempfile.TemporaryDirectory(prefix="featdel-tree-") as tmp:
+        tree = Path(tmp) / "src"
+        sources.checkout(pinned, tree)
+        built = recipe.detect(tree, entry.overrides, pytest_req=pytest_req)
+        if not built.package_dirs:
+            return replace(record, status=RepoStatus.REJECTED, reason="no importable package found in the tree")
+        on_step(entry.source, "install" if pytest_req == "pytest" else f"install ({pytest_req})")
+        env = envs.build(pinned, built, tree_ready=tree)
+    record = replace(record, recipe=env.recipe, env_dir=str(env.root))
+    if getattr(backend, "name", "") == "docker":
+        on_step(entry.source, "image")
+        record = replace(record, image_name=_repo_image(env))
+    on_step(entry.source, "baseline")
+    timeout = entry.overrides.timeout_s or thresholds.max_suite_seconds
+    return _baseline(record, env, run_dir / "repos" / pinned.name, backend, thresholds, timeout)
 
 
 def _repo_image(env) -> str:

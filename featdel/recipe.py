@@ -36,7 +36,12 @@ class Overrides:
     timeout_s: float | None = None
 
 
-def detect(tree: Path, overrides: Overrides = Overrides()) -> Recipe:
+# Tried in order when a suite crashes before reporting: old conftests often use hooks that
+# pytest 8 removed (e.g. `pytest_ignore_collect(path)`).
+PYTEST_FALLBACKS = ("pytest", "pytest<8")
+
+
+def detect(tree: Path, overrides: Overrides = Overrides(), *, pytest_req: str = "pytest") -> Recipe:
     extras = sorted(set(overrides.extras) | _declared_test_extras(tree))
     target = f".[{','.join(extras)}]" if extras else "."
     install = [["python", "-m", "pip", "install", "-q", "-e", target]]
@@ -45,7 +50,7 @@ def detect(tree: Path, overrides: Overrides = Overrides()) -> Recipe:
         if ("test" in name or "dev" in name) and _requirements_are_plain(req):
             install.append(["python", "-m", "pip", "install", "-q", "-r", req.relative_to(tree).as_posix()])
     plain = sorted(set(overrides.packages) | _tox_deps(tree) | _dependency_group(tree))
-    always = list(dict.fromkeys(["pytest", "coverage", *plain]))
+    always = list(dict.fromkeys([pytest_req, "coverage", *(p for p in plain if p != "pytest")]))
     install.append(["python", "-m", "pip", "install", "-q", *always])
     return Recipe(
         python=platform.python_version(),

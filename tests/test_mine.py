@@ -132,3 +132,13 @@ def test_second_run_resumes(tiny_repo, tmp_path, local_backend):
     assert steps == ["resumed"]  # nothing redone
     assert records[0].status == RepoStatus.MINED
     assert len((tmp_path / "repos.jsonl").read_text().splitlines()) == 1
+
+
+def test_old_conftest_falls_back_to_an_older_pytest(tmp_path, local_backend, featdel_cache):
+    from tests.conftest import TINY_LIB
+
+    files = {**TINY_LIB, "tests/conftest.py": "def pytest_ignore_collect(path, config):\n    return None\n"}
+    repo = make_repo(tmp_path / "oldconftest", files)
+    [record] = mine([entry(repo)], tmp_path / "run", backend=local_backend, thresholds=LOW)
+    assert record.status == RepoStatus.MINED, record.reason
+    assert "pytest<8" in record.recipe.install[-1]
