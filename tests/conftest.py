@@ -30,6 +30,34 @@ def make_repo(root: Path, files: dict[str, str], *, commit: bool = True) -> Path
     return root
 
 
+def assert_tasks_round_trip(run_dir: Path, backend, tmp_path: Path) -> int:
+    """From the shards alone, for every task: the start state fails every F2P test, and with
+    `patch` applied every F2P and P2P test passes. Returns how many tasks were checked."""
+    from featdel.envs import load
+    from featdel.package import read_envs, read_tasks
+    from featdel.sources import cache_root
+    from featdel.testrun import RunOptions, run_suite
+    from featdel.trees import apply_patch, start_state
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    envs = {row["env_id"]: row for row in read_envs(run_dir).to_pylist()}
+    tasks = read_tasks(run_dir).to_pylist()
+    assert tasks, f"no tasks in {run_dir}"
+    for task in tasks:
+        snapshot = tmp_path / f"{task['env_id']}.tar.gz"
+        snapshot.write_bytes(envs[task["env_id"]]["snapshot"])
+        env = load(cache_root() / "envs" / task["env_id"])
+        start = start_state(snapshot, task["deletion_patch"], tmp_path / task["instance_id"])
+        f2p, p2p = task["FAIL_TO_PASS"], task["PASS_TO_PASS"]
+        before = run_suite(env, backend, RunOptions(tests=f2p), tree=start)
+        assert before.broken is None, before.broken
+        assert not before.passed() & set(f2p), task["instance_id"]
+        apply_patch(start, task["patch"])
+        after = run_suite(env, backend, RunOptions(tests=f2p + p2p), tree=start)
+        assert after.passed() == set(f2p + p2p), task["instance_id"]
+    return len(tasks)
+
+
 TINY_LIB = {
     "pyproject.toml": (
         '[project]\nname = "tinylib"\nversion = "0.1"\n'

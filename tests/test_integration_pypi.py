@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import assert_tasks_round_trip
+
 pytestmark = pytest.mark.slow
 FEATDEL = [sys.executable, "-m", "featdel.cli"]
 
@@ -31,6 +33,9 @@ def test_run_on_a_real_sdist_and_resume(tmp_path, featdel_cache):
     verdicts = (out / "verdicts.jsonl").read_text().splitlines()
     assert any(json.loads(v)["status"] == "verified" for v in verdicts)
     assert "tasks in" in first.stdout
+    from featdel.sandboxes import get_backend
+
+    assert assert_tasks_round_trip(out, get_backend("local"), tmp_path / "check") >= 1
 
     env_dir = Path(record["env_dir"])
     stamp = (env_dir / "ready.json").stat().st_mtime_ns

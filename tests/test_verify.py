@@ -22,7 +22,7 @@ from featdel.recipe import Overrides
 from featdel.testrun import RunOptions, run_suite
 from featdel.trees import apply_patch, start_state
 from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all, verify_one
-from tests.conftest import TINY_LIB, make_repo
+from tests.conftest import TINY_LIB, assert_tasks_round_trip, make_repo
 
 # A test that skips when the feature is missing: deleting `whisper` must not count it as F2P.
 SKIPPING = {
@@ -83,24 +83,7 @@ def test_skipped_test_is_not_a_failure(run, local_backend, tmp_path):
 
 def test_shards_rebuild_start_state_that_fails_and_gold_patch_restores(run, local_backend, tmp_path):
     run_dir, _ = run
-    tasks = read_tasks(run_dir).to_pylist()
-    env_row = read_envs(run_dir).to_pylist()[0]
-    snapshot = tmp_path / "snapshot.tar.gz"
-    snapshot.write_bytes(env_row["snapshot"])
-    record = json.loads((run_dir / "repos.jsonl").read_text().splitlines()[-1])
-    from featdel.envs import load
-
-    env = load(Path(record["env_dir"]))
-    assert tasks
-    for task in tasks:
-        start = start_state(snapshot, task["deletion_patch"], tmp_path / task["instance_id"])
-        f2p, p2p = task["FAIL_TO_PASS"], task["PASS_TO_PASS"]
-        before = run_suite(env, local_backend, RunOptions(tests=f2p), tree=start)
-        assert before.broken is None
-        assert not before.passed() & set(f2p), task["instance_id"]
-        apply_patch(start, task["patch"])
-        after = run_suite(env, local_backend, RunOptions(tests=f2p + p2p), tree=start)
-        assert after.passed() == set(f2p + p2p), task["instance_id"]
+    assert_tasks_round_trip(run_dir, local_backend, tmp_path)
 
 
 def test_start_state_has_one_commit_and_no_deleted_line(run, tmp_path):
