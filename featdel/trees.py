@@ -43,7 +43,7 @@ def apply_edits(tree: Path, files: dict[str, str | None]) -> None:
             path.unlink(missing_ok=True)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            path.write_text(text, encoding="utf-8")
 
 
 def scrub(tree: Path) -> list[str]:

@@ -13,6 +13,7 @@ import pytest
 
 from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete, import_check
 from featdel.records import Candidate
+from tests.conftest import make_repo as write_files
 from featdel.spans import has_syntax_error
 
 CORE = '''\
@@ -96,10 +97,7 @@ def make_repo(root: Path) -> Path:
         "pkg/other.py": "def untouched():\n    return 0\n",
         "tests/test_core.py": "from pkg.core import area\n\ndef test_area():\n    assert area(2, 3) == 6\n",
     }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+    return write_files(root, files, commit=False)
 
 
 @pytest.fixture(scope="module")

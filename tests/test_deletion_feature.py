@@ -12,6 +12,7 @@ import pytest
 
 from featdel.deletion import NotApplicable, delete, import_check
 from featdel.records import Candidate
+from tests.conftest import make_repo as write_files
 from featdel.spans import has_syntax_error
 
 UTIL = '''\
@@ -95,10 +96,7 @@ def repo(tmp_path_factory) -> Path:
         "pkg/api.py": API,
         "tests/test_api.py": "from pkg.util import _tested\n\n\ndef test_tested():\n    assert _tested(2) == 4\n",
     }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+    return write_files(root, files, commit=False)
 
 
 @pytest.fixture(scope="module")

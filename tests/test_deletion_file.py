@@ -10,6 +10,7 @@ import pytest
 
 from featdel.deletion import NotApplicable, delete, import_check
 from featdel.records import Candidate
+from tests.conftest import make_repo as write_files
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +28,7 @@ def repo(tmp_path_factory) -> Path:
         ),
         "tests/test_lazy.py": "from pkg.lazy import later\n\n\ndef test_later():\n    assert later() == 2\n",
     }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+    return write_files(root, files, commit=False)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import pytest
 
 from featdel.deletion import NotApplicable, RolledBack, delete, import_check
 from featdel.records import Candidate
+from tests.conftest import make_repo as write_files
 from featdel.spans import has_syntax_error
 
 CORE = '''\
@@ -71,10 +72,7 @@ def repo(tmp_path_factory) -> Path:
         "pkg/user.py": "from .core import Shape\n\n\ndef make():\n    return Shape(3)\n",
         "tests/test_core.py": "from pkg.core import first\n\ndef test_first():\n    assert first() == 1\n",
     }
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+    return write_files(root, files, commit=False)
 
 
 @pytest.fixture(scope="module")

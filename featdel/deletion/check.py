@@ -62,14 +62,10 @@ def package_modules(root: Path) -> dict[str, str]:
 
 
 def _materialize(root: Path, edits: Edits, dest: Path) -> None:
+    from featdel.trees import apply_edits
+
     shutil.copytree(root, dest, ignore=_IGNORE, symlinks=True)
-    for rel, text in edits.items():
-        target = dest / rel
-        if text is None:
-            target.unlink(missing_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+    apply_edits(dest, edits)
 
 
 def _syntax_errors(tree: Path) -> str | None:
