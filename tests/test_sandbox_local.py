@@ -8,6 +8,7 @@ bubblewrap the backend refuses unless the caller opts into --unsafe-no-sandbox.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -144,12 +145,21 @@ def test_unprivileged_caller_gets_prlimit_limits(tmp_path):
         "me = sb.run(['id', '-u'])\n"
         "print(hog.exit_code, 'SURVIVED' in hog.stdout, forks.stdout.strip(), me.stdout.strip())\n"
     )
+    # The caller must reach featdel's code as uid 65533, but a checkout may sit in a 0700 dir
+    # (mktemp -d): stage a world-readable copy of the (stdlib-only) local backend, and run it
+    # with the base interpreter rather than the checkout's venv.
+    src = Path("/var/tmp") / f"featdel-nonroot-src-{os.getpid()}"
+    repo = Path(__file__).resolve().parent.parent
+    shutil.copytree(repo / "featdel", src / "featdel", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(repo / "sandboxes", src / "featdel" / "sandboxes", ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(["chmod", "-R", "a+rX", str(src)], check=True, timeout=30)
+    python = Path(sys.base_prefix) / "bin" / "python3"
     try:
         out = subprocess.run(["setpriv", "--reuid=65533", "--regid=65533", "--clear-groups",
-                              sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                             cwd="/", env={"PATH": os.environ["PATH"]})
+                              str(python), "-c", code], capture_output=True, text=True, timeout=120,
+                             cwd="/", env={"PATH": os.environ["PATH"], "PYTHONPATH": str(src)})
     finally:
-        subprocess.run(["rm", "-rf", str(work)], check=False, timeout=30)
+        subprocess.run(["rm", "-rf", str(work), str(src)], check=False, timeout=30)
     assert out.returncode == 0, out.stderr[-800:]
     code_, survived, forked, uid = out.stdout.split()
     assert code_ != "0" and survived == "False" and int(forked) < 40 and uid != "0"
