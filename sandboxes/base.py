@@ -86,6 +86,9 @@ class SandboxSpec:
     mount_at: Path | None = None  # where workdir appears inside; default: its host path
     readonly: tuple[Path, ...] = ()  # extra host paths visible read-only at the same path
     writable: tuple[Path, ...] = ()  # extra host dirs visible writable at the same path (reports)
+    # Host dirs the sandbox may create files in but not list: they stay the host's (mode 0733),
+    # so code inside can write a file only if it knows its name (the report channel of grading).
+    sealed: tuple[Path, ...] = ()
     image: str | None = None  # docker backend: the image to run in
     limits: Limits = field(default_factory=Limits)
     network: bool = False  # only environment builds may ask for the network

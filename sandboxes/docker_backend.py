@@ -98,7 +98,8 @@ class DockerSandbox:
         limits = self.spec.limits
         mounts = [Mount(str(self.mount_at), str(self.workdir), type="bind")]
         mounts += [Mount(str(dest), str(src), type="bind", read_only=True) for src, dest in self.readonly]
-        mounts += [Mount(str(dest), str(src), type="bind") for src, dest in self.writable]
+        mounts += [Mount(str(dest), str(src), type="bind")
+                   for src, dest in (*self.writable, *hostpaths.sealed_binds(self.spec))]
         tmp_opts = "rw,nosuid,nodev,mode=1777" + (f",size={limits.memory_bytes}" if limits.memory_bytes else "")
         try:
             self._container = self._client.containers.run(

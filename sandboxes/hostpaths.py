@@ -118,3 +118,14 @@ def prepare(spec: SandboxSpec) -> tuple[Path, Path, tuple[Bind, ...], tuple[Bind
     for path in (workdir, *(src for src, _ in writable)):
         hand_over(path)
     return workdir, mount_at, readonly, writable
+
+
+def sealed_binds(spec: SandboxSpec) -> tuple[Bind, ...]:
+    """The spec's sealed dirs, checked and made 0733 (write and enter, never list), never handed
+    over: the sandbox uid can create a file whose name it knows but cannot see what is there."""
+    binds = []
+    for p in spec.sealed:
+        src = checked_dir(p, "sealed path")
+        src.chmod(0o733)
+        binds.append((src, checked_mount_point(Path(os.path.abspath(p)), "sealed path")))
+    return tuple(binds)

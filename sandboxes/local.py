@@ -224,7 +224,7 @@ class LocalSandbox:
             a += ["--perms", "0644", "--ro-bind-data", str(r), f"/etc/{name}"]
         binds = [("--ro-bind", src, dest) for src, dest in self.readonly]
         binds.append(("--bind", self.workdir, self.mount_at))
-        binds += [("--bind", src, dest) for src, dest in self.writable]
+        binds += [("--bind", src, dest) for src, dest in (*self.writable, *hostpaths.sealed_binds(self.spec))]
         made: set[Path] = set()
         for flag, src, dest in sorted(binds, key=lambda b: len(b[2].parts)):
             for parent in reversed(dest.parents):

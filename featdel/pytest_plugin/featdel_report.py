@@ -1,6 +1,6 @@
-"""A pytest plugin featdel loads into a repository's test run (`-p featdel_report`).
+"""A pytest plugin featdel loads into a repository's test run (by `featdel_launch.py`).
 
-It writes one JSON report to $FEATDEL_REPORT (a path outside the repository tree): the
+It writes one JSON report to the path given to `configure()` (outside the repository tree): the
 outcome and duration of every test by node id, collection errors, and the collected ids. When
 coverage.py is measuring, it switches the coverage context to the running test's node id, so
 coverage data says which test executed which line. featdel never parses printed output.
@@ -12,6 +12,17 @@ import json
 import os
 
 import pytest
+
+# Bound at import, before any code under test runs, so a later monkeypatch of `json.dump` or
+# `os.open` in the test process does not change how the report is written.
+_dumps, _open, _write, _close = json.dumps, os.open, os.write, os.close
+_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+_target = {"path": os.environ.get("FEATDEL_REPORT", "")}
+
+
+def configure(path: str) -> None:
+    """Where the report goes; the launcher calls this after taking it out of the environment."""
+    _target["path"] = path
 
 _RANK = {"passed": 0, "xpassed": 1, "skipped": 2, "xfailed": 2, "failed": 3, "error": 4}
 _tests: dict = {}
@@ -65,16 +76,19 @@ def pytest_collection_finish(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    path = os.environ.get("FEATDEL_REPORT")
+    path, _target["path"] = _target["path"], ""  # written once: a second session writes nothing
     if not path:
         return
-    payload = {
+    payload = _dumps({
         "exitstatus": int(exitstatus),
         "tests": _tests,
         "collected": _collected,
         "collect_errors": _collect_errors,
-    }
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh)
-    os.replace(tmp, path)
+    }).encode()
+    # O_EXCL: a file someone planted under that name makes the write fail (no report), never merge.
+    fd = _open(path, _FLAGS, 0o600)
+    try:
+        while payload:
+            payload = payload[_write(fd, payload):]
+    finally:
+        _close(fd)
