@@ -7,9 +7,12 @@ pipeline tell "the tests failed" from "the sandbox or environment broke".
 
 Paths: the work directory is mounted writable at `mount_at` (default: its own host path), so
 an editable install made against `mount_at` resolves inside the sandbox. `readonly` host paths
-(a virtual environment, the interpreter it links to) are visible read-only at their own paths.
-Nothing else of the host is readable beyond the system directories a process needs.
-`writable` host directories (a report directory) are visible writable at their own paths.
+(a virtual environment, the interpreter it links to) are visible read-only at their own paths,
+except an interpreter prefix's own site-packages, which is covered (a learner's code could read
+third-party copies of the code under test there). Nothing else of the host is readable beyond
+the system directories a process needs. `writable` host directories (a report directory) are
+visible writable at their own paths. `Sandbox.visible()` lists exactly which host paths those
+are, so a leak audit can search them.
 
 Files move in and out through the work directory: the caller writes a candidate's tree there,
 calls `reset()`, runs the tests, and reads what they wrote.
@@ -94,6 +97,27 @@ class SandboxSpec:
     network: bool = False  # only environment builds may ask for the network
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Visible:
+    """One host path a sandbox shows. `host` is resolved (bind sources follow links); `inside`
+    is where it appears; `system` marks the backend's own system dirs (/usr/bin, /etc/hosts)
+    as opposed to the spec's work, readonly and writable paths; `hidden` are host paths under
+    `host` that are covered by an empty read-only dir inside, so not visible.
+
+    Symlinks inside `host` are not followed by the mount: one whose target is not itself
+    visible dangles inside the sandbox, so a walk of these roots must not follow links either."""
+
+    host: Path
+    inside: Path
+    writable: bool
+    system: bool
+    hidden: tuple[Path, ...] = ()
+
+    def inside_of(self, host_path: Path) -> Path:
+        """Where a host path under `host` appears inside the sandbox."""
+        return self.inside / Path(host_path).relative_to(self.host)
+
+
 class Sandbox(Protocol):
     """A warm sandbox: run commands in it, then close it (or use it as a context manager)."""
 
@@ -108,6 +132,10 @@ class Sandbox(Protocol):
         limits: Limits | None = None,
         on_output: OutputSink | None = None,
     ) -> RunResult: ...
+
+    def visible(self) -> list[Visible]:
+        """Every host path a command can see (see `Visible`)."""
+        ...
 
     def reset(self) -> None:
         """Back to a clean state between candidates: no process left, a fresh /tmp, and the work

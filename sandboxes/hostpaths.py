@@ -1,8 +1,14 @@
 """Host-side checks and preparation of the directories a sandbox is given (both backends).
 
-In: a `SandboxSpec`. Out: resolved paths, or a one-line `SandboxError` naming the bad one; and
+In: a `SandboxSpec`. Out: resolved paths, or a one-line `SandboxError` naming the bad one;
 `hand_over()`, which makes the writable directories owned by the sandbox uid when we run as
-root (bind mounts keep host ownership, and the sandbox must not be root to write them).
+root (bind mounts keep host ownership, and the sandbox must not be root to write them); and
+`spec_roots()`, the spec's paths as `Visible` records with what each backend must cover.
+
+Why cover site-packages: a `readonly` interpreter prefix (a pyenv install) carries its own
+lib/python3.X/site-packages, hundreds of third-party packages a venv without system
+site-packages never imports, and among them copies of code a task deletes. Both backends lay an
+empty read-only dir over them unless a readonly venv asks for system site-packages.
 
 Why chown rather than chmod: a world-writable tree would be writable by every local user too.
 Symlinks are changed themselves (lchown), never followed, so a repository cannot aim the chown
@@ -17,7 +23,7 @@ import stat
 from pathlib import Path
 
 from featdel.errors import SandboxError
-from featdel.sandboxes.base import SANDBOX_GID, SANDBOX_UID, SandboxSpec
+from featdel.sandboxes.base import SANDBOX_GID, SANDBOX_UID, SandboxSpec, Visible
 
 # Never handed to the sandbox uid or mounted over inside it.
 _SYSTEM = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/proc", "/root",
@@ -104,8 +110,11 @@ def read_untrusted(root: Path, relative: str, limit: int = 64 << 20) -> bytes:
 Bind = tuple[Path, Path]  # (host source, resolved; destination inside, as the caller spelled it)
 
 
-def prepare(spec: SandboxSpec) -> tuple[Path, Path, tuple[Bind, ...], tuple[Bind, ...]]:
-    """(workdir, mount_at, readonly binds, writable binds), checked; writable dirs handed over.
+Resolved = tuple[Path, Path, tuple[Bind, ...], tuple[Bind, ...]]
+
+
+def resolve(spec: SandboxSpec) -> Resolved:
+    """(workdir, mount_at, readonly binds, writable binds), checked, nothing changed on disk.
 
     A bind's destination is the caller's absolute path, not the resolved one, so a venv reached
     through a symlinked cache dir still sits where its scripts and .pth files point."""
@@ -115,9 +124,66 @@ def prepare(spec: SandboxSpec) -> tuple[Path, Path, tuple[Bind, ...], tuple[Bind
     readonly = tuple((checked_readonly(p), Path(os.path.abspath(p))) for p in spec.readonly)
     writable = tuple((checked_dir(p, "writable path"), checked_mount_point(Path(os.path.abspath(p)), "writable path"))
                      for p in spec.writable)
+    return workdir, mount_at, readonly, writable
+
+
+def prepare(spec: SandboxSpec) -> Resolved:
+    """`resolve(spec)`, then the writable dirs handed over to the sandbox uid."""
+    workdir, mount_at, readonly, writable = resolve(spec)
     for path in (workdir, *(src for src, _ in writable)):
         hand_over(path)
     return workdir, mount_at, readonly, writable
+
+
+def is_python_prefix(path: Path) -> bool:
+    """An interpreter installation (sys.base_prefix), recognised by its standard library."""
+    return any(Path(path).glob("lib*/python3*/os.py"))
+
+
+def site_dirs(prefix: Path) -> set[Path]:
+    """A prefix's third-party package dirs, resolved: lib*/python3.X/site-packages and
+    dist-packages, and Debian's lib/python3/dist-packages."""
+    return {d.resolve() for kind in ("site-packages", "dist-packages")
+            for d in Path(prefix).glob(f"lib*/python3*/{kind}") if d.is_dir()}
+
+
+def system_site_users(readonly: tuple[Path, ...]) -> set[Path]:
+    """Prefixes whose site-packages a readonly venv uses (`include-system-site-packages =
+    true` in its pyvenv.cfg; the prefix is its `home`'s parent): those stay visible."""
+    kept: set[Path] = set()
+    for src in readonly:
+        cfg = Path(src) / "pyvenv.cfg"
+        if not cfg.is_file():
+            continue
+        values = {}
+        for line in cfg.read_text(errors="replace").splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                values[key.strip().lower()] = value.strip()
+        if values.get("include-system-site-packages", "").lower() == "true" and values.get("home"):
+            kept.add(Path(values["home"]).resolve().parent)
+    return kept
+
+
+def covered(root: Path, kept: set[Path] = frozenset()) -> tuple[Path, ...]:
+    """Site dirs strictly inside `root` (resolved) of any prefix at or above it, except those of
+    `kept` prefixes. A root that *is* a site dir was asked for by name and stays visible."""
+    found: set[Path] = set()
+    for prefix in (root, *root.parents):
+        if prefix not in kept and is_python_prefix(prefix):
+            found.update(d for d in site_dirs(prefix) if d != root and d.is_relative_to(root))
+    return tuple(sorted(found))
+
+
+def spec_roots(resolved: Resolved) -> list[Visible]:
+    """The spec's own paths as a sandbox shows them: work dir, readonly (less what `covered`
+    hides) and writable paths."""
+    workdir, mount_at, readonly, writable = resolved
+    kept = system_site_users(tuple(src for src, _ in readonly))
+    return [Visible(host=workdir, inside=mount_at, writable=True, system=False),
+            *(Visible(host=src, inside=dest, writable=False, system=False, hidden=covered(src, kept))
+              for src, dest in readonly),
+            *(Visible(host=src, inside=dest, writable=True, system=False) for src, dest in writable)]
 
 
 def sealed_binds(spec: SandboxSpec) -> tuple[Bind, ...]:

@@ -1,11 +1,14 @@
 """The `local` backend: each command runs in a fresh bubblewrap sandbox (about 3 ms to start).
 
-In: a `SandboxSpec` and commands. Out: `RunResult`s. What a command sees: /usr (and the /bin,
-/lib symlinks into it), a short list of /etc files plus a made-up passwd/group, fresh /dev,
-/proc, /tmp and /run, the `readonly` paths read-only and the work directory and `writable` paths
-writable, each at its own path. Nothing else of the host exists in there: not /root, /home,
-/work, the host's /tmp, nor /run/docker.sock. New network (only `lo`), PID, IPC and UTS
-namespaces; no capabilities; uid 65532; no new privileges.
+In: a `SandboxSpec` and commands. Out: `RunResult`s. What a command sees is `visible()`: a
+minimal root of host system dirs (`rootfs.system_roots()`: /usr/bin, /usr/sbin, the C library
+dirs, locales, TLS roots, zone data, Debian Python's standard library, a short list of /etc
+files), never the rest of /usr, where vendored copies of well-known libraries live; plus a
+made-up passwd/group, fresh /dev, /proc, /tmp and /run, the `readonly` paths read-only (an
+interpreter prefix's site-packages covered) and the work directory and `writable` paths
+writable. Nothing else of the host exists in there: not /root, /home, /work, the host's /tmp,
+nor /run/docker.sock. New network (only `lo`), PID, IPC and UTS namespaces; no capabilities;
+uid 65532; no new privileges.
 
 As root, bwrap runs privileged (it can bind paths under a 0700 /root) and `setpriv` drops to
 uid 65532 as the last step before the command; limits come from a per-command cgroup the
@@ -23,18 +26,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from featdel.errors import SandboxError
-from featdel.sandboxes import hostpaths
-from featdel.sandboxes.base import SANDBOX_GID, SANDBOX_UID, Limits, OutputSink, RunResult, SandboxSpec
+from featdel.sandboxes import hostpaths, rootfs
+from featdel.sandboxes.base import SANDBOX_GID, SANDBOX_UID, Limits, OutputSink, RunResult, SandboxSpec, Visible
 from featdel.sandboxes.capture import kill_process_group, run_captured
 from featdel.sandboxes.cgroups import Cgroup, cgroup_version
 
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
 
-# What a Python test suite or a pip install needs from /etc; keys, shadow, docker configs stay out.
-ETC_FILES = ("alternatives", "ca-certificates", "ca-certificates.conf", "debian_version",
-             "gai.conf", "host.conf", "hosts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
-             "localtime", "mime.types", "nsswitch.conf", "os-release", "pip.conf", "protocols",
-             "resolv.conf", "services", "ssl/certs", "ssl/openssl.cnf", "timezone")
 PASSWD = ("root:x:0:0:root:/root:/usr/sbin/nologin\n"
           f"sandbox:x:{SANDBOX_UID}:{SANDBOX_GID}:sandbox:/tmp:/bin/sh\n"
           "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
@@ -47,6 +45,12 @@ DEFAULT_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR":
 _CD = 'cd -- "$0" 2>/dev/null || { echo "featdel-cd: cannot enter $0" >&2; exit 125; }; exec "$@"'
 _JOIN = ('while [ "$1" != -- ]; do echo $$ >"$1" || { echo "featdel-join: $1" >&2; exit 125; }; shift; done; '
          'shift; exec "$@"')
+
+
+def visible_roots(spec: SandboxSpec) -> list[Visible]:
+    """What a local sandbox opened with `spec` shows of the host (`LocalSandbox.visible()`),
+    without opening one: the spec is checked but nothing is handed over."""
+    return [*rootfs.system_roots(), *hostpaths.spec_roots(hostpaths.resolve(spec))]
 
 
 def _which(name: str) -> str | None:
@@ -70,6 +74,8 @@ class LocalBackend:
             return "setpriv is missing (it drops root in the sandbox): apt-get install util-linux"
         if cgroup_version() is None and self.prlimit is None:
             return "neither writable cgroups nor prlimit are available: apt-get install util-linux"
+        if not rootfs.libc_visible(rootfs.system_roots()):
+            return "no libc.so.6 in /usr/lib/<triplet> or /usr/lib64: this host's layout is not supported"
         return None
 
     def limiter(self) -> str:
@@ -89,8 +95,14 @@ class LocalSandbox:
     def __init__(self, backend: LocalBackend, spec: SandboxSpec) -> None:
         self.backend = backend
         self.spec = spec
-        self.workdir, self.mount_at, self.readonly, self.writable = hostpaths.prepare(spec)
+        resolved = hostpaths.prepare(spec)
+        self.workdir, self.mount_at, self.readonly, self.writable = resolved
+        # Fixed at open: every run binds exactly these, so visible() is what commands saw.
+        self._roots = [*rootfs.system_roots(), *hostpaths.spec_roots(resolved)]
         self._closed = False
+
+    def visible(self) -> list[Visible]:
+        return list(self._roots)
 
     def __enter__(self) -> LocalSandbox:
         return self
@@ -203,36 +215,19 @@ class LocalSandbox:
                   "--gid", str(SANDBOX_GID), "--cap-drop", "ALL"]
         for key, value in env.items():
             a += ["--setenv", key, value]
-        a += ["--ro-bind", "/usr", "/usr"]
-        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-            host = Path("/") / top
-            if host.is_symlink():
-                a += ["--symlink", os.readlink(host), str(host)]
-            elif host.is_dir():
-                a += ["--ro-bind", str(host), str(host)]
+        for target, link in rootfs.top_level_links():
+            a += ["--symlink", target, str(link)]
         tmp_size = [] if limits.memory_bytes is None else ["--size", str(limits.memory_bytes)]
         a += ["--dev", "/dev", "--proc", "/proc", *tmp_size, "--tmpfs", "/tmp", "--tmpfs", "/run",
               "--perms", "0755", "--dir", "/etc", "--perms", "01777", "--tmpfs", "/var/tmp",
               "--symlink", "../run", "/var/run"]
-        for name in ETC_FILES:
-            a += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         for name, text in (("passwd", PASSWD), ("group", GROUP)):
             r, w = os.pipe()
             os.write(w, text.encode())
             os.close(w)
             fds.append(r)
             a += ["--perms", "0644", "--ro-bind-data", str(r), f"/etc/{name}"]
-        binds = [("--ro-bind", src, dest) for src, dest in self.readonly]
-        binds.append(("--bind", self.workdir, self.mount_at))
-        binds += [("--bind", src, dest) for src, dest in (*self.writable, *hostpaths.sealed_binds(self.spec))]
-        made: set[Path] = set()
-        for flag, src, dest in sorted(binds, key=lambda b: len(b[2].parts)):
-            for parent in reversed(dest.parents):
-                if parent not in made and str(parent) not in ("/", "/tmp", "/var", "/run", "/var/tmp"):
-                    a += ["--perms", "0755", "--dir", str(parent)]
-                    made.add(parent)
-            a += [flag, str(src), str(dest)]
-            made.add(dest)
+        a += _mounts(self._roots)
         return [*a, "--chdir", "/" if os.geteuid() == 0 else str(cwd), "--"]
 
 
@@ -260,3 +255,28 @@ def _processes_of(uid: int) -> int:
             except OSError:
                 pass
     return count
+
+
+def _mounts(roots: list[Visible]) -> list[str]:
+    """bwrap arguments binding every root and covering what it hides, shallowest first so a
+    deeper path lands on top. A cover is an empty tmpfs, made read-only once everything inside
+    it is mounted (a bind may sit below it)."""
+    ops: list[tuple[Path, list[str]]] = []
+    for root in roots:
+        ops.append((root.inside, ["--bind" if root.writable else "--ro-bind", str(root.host), str(root.inside)]))
+        ops += [(root.inside_of(h), ["--perms", "0755", "--tmpfs", str(root.inside_of(h))]) for h in root.hidden]
+    a: list[str] = []
+    made: set[Path] = {Path(p) for p in ("/", "/tmp", "/var", "/run", "/var/tmp", "/etc")}
+    mounted: list[Path] = []
+    for dest, op in sorted(ops, key=lambda o: len(o[0].parts)):
+        # bwrap makes missing parents 0700, which uid 65532 cannot walk through (/usr, /root);
+        # parents inside a mount exist already and are read-only.
+        for parent in reversed(dest.parents):
+            if parent not in made and not any(parent.is_relative_to(m) for m in mounted):
+                a += ["--perms", "0755", "--dir", str(parent)]
+                made.add(parent)
+        a += op
+        mounted.append(dest)
+    for root in roots:
+        a += [arg for h in root.hidden for arg in ("--remount-ro", str(root.inside_of(h)))]
+    return a

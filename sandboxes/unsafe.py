@@ -15,7 +15,7 @@ from pathlib import Path
 
 from featdel.errors import SandboxError
 from featdel.sandboxes import hostpaths
-from featdel.sandboxes.base import Limits, OutputSink, RunResult, SandboxSpec
+from featdel.sandboxes.base import Limits, OutputSink, RunResult, SandboxSpec, Visible
 from featdel.sandboxes.capture import kill_process_group, run_captured
 from featdel.sandboxes.local import DEFAULT_ENV
 
@@ -51,6 +51,10 @@ class UnsafeSandbox:
 
     def close(self) -> None:
         pass
+
+    def visible(self) -> list[Visible]:
+        """Everything: the command runs as the caller, on the host."""
+        return [Visible(host=Path("/"), inside=Path("/"), writable=True, system=True)]
 
     def reset(self) -> None:
         pass
