@@ -7,6 +7,12 @@ read-only root, tmpfs /tmp, /var/tmp and /run, the work directory bind-mounted w
 (no swap), pids and CPU limits, uid 65532, all capabilities dropped, no-new-privileges, and
 docker's init as PID 1 so orphans are reaped.
 
+What it sees of the host is `visible()`: only those bind mounts (a readonly interpreter
+prefix's site-packages covered, as in the local backend). The rest is the image's, and the
+image's own third-party Python dirs (Debian's dist-packages, /usr/share/python-wheels,
+/usr/local's site-packages: `images.third_party_dirs`) are covered by empty read-only tmpfs
+mounts, listed in `image_hidden`: a learner's code could read copies of deleted code there.
+
 Why exec in a warm container: `docker run` costs about 195 ms, `exec` about 51 ms. Between
 candidates `reset()` kills every process but the container's own two and empties the tmpfs
 dirs; a timeout does the same, and a container that stops answering is replaced.
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from featdel.errors import SandboxError
 from featdel.sandboxes import hostpaths, images
-from featdel.sandboxes.base import SANDBOX_GID, SANDBOX_UID, Limits, OutputSink, RunResult, SandboxSpec
+from featdel.sandboxes.base import SANDBOX_GID, SANDBOX_UID, Limits, OutputSink, RunResult, SandboxSpec, Visible
 from featdel.sandboxes.capture import TIMEOUT_EXIT, CappedBuffer
 from featdel.sandboxes.local import DEFAULT_ENV
 
@@ -40,6 +46,7 @@ _INIT_CHILDREN = ('cat /proc/1/task/1/children 2>/dev/null || for d in /proc/[0-
                   'grep -q "^PPid:[[:space:]]*1$" "$d/status" 2>/dev/null && echo "${d#/proc/}"; done')
 # -xdev: never descend into a bind mount (a work dir under /tmp is on another filesystem).
 _WIPE = "find /tmp /var/tmp /run -xdev -mindepth 1 -delete 2>/dev/null; exit 0"
+_COVER = "ro,nosuid,nodev,noexec,mode=0755"
 
 
 class DockerBackend:
@@ -83,14 +90,21 @@ class DockerSandbox:
 
         self.spec = spec
         self.image = image
-        self.workdir, self.mount_at, self.readonly, self.writable = hostpaths.prepare(spec)
+        resolved = hostpaths.prepare(spec)
+        self.workdir, self.mount_at, self.readonly, self.writable = resolved
+        self._roots = hostpaths.spec_roots(resolved)
         self._client = images.client()
         self._errors = docker.errors
         if not images.image_exists(image):
             raise SandboxError(f"image {image} not found: run `featdel sandbox build --base-only` "
                                "(or build the repo image)")
+        self.image_hidden = images.third_party_dirs(image)  # inside paths, not host paths
         self._container = None
         self._start()
+
+    def visible(self) -> list[Visible]:
+        """The bind mounts: the only host paths a container sees (the image is `image`)."""
+        return list(self._roots)
 
     def _start(self) -> None:
         from docker.types import Mount
@@ -101,11 +115,14 @@ class DockerSandbox:
         mounts += [Mount(str(dest), str(src), type="bind")
                    for src, dest in (*self.writable, *hostpaths.sealed_binds(self.spec))]
         tmp_opts = "rw,nosuid,nodev,mode=1777" + (f",size={limits.memory_bytes}" if limits.memory_bytes else "")
+        tmpfs = {"/tmp": tmp_opts, "/var/tmp": tmp_opts, "/run": tmp_opts}
+        tmpfs.update((str(root.inside_of(h)), _COVER) for root in self._roots for h in root.hidden)
+        tmpfs.update((str(path), _COVER) for path in self.image_hidden)
         try:
             self._container = self._client.containers.run(
                 self.image, ["sleep", "infinity"], detach=True, init=True,
                 network_mode="bridge" if self.spec.network else "none",
-                read_only=True, tmpfs={"/tmp": tmp_opts, "/var/tmp": tmp_opts, "/run": tmp_opts},
+                read_only=True, tmpfs=tmpfs,
                 mounts=mounts, user=USER, cap_drop=["ALL"], security_opt=["no-new-privileges"],
                 mem_limit=limits.memory_bytes, memswap_limit=limits.memory_bytes,
                 pids_limit=limits.pids, nano_cpus=int(limits.cpus * 1e9) if limits.cpus else None,

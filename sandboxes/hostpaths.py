@@ -147,22 +147,23 @@ def site_dirs(prefix: Path) -> set[Path]:
             for d in Path(prefix).glob(f"lib*/python3*/{kind}") if d.is_dir()}
 
 
+def venv_keeps(cfg_text: str) -> Path | None:
+    """The prefix a venv's pyvenv.cfg says it uses the site-packages of (`include-system-site-
+    packages = true`; the prefix is its `home`'s parent), else None."""
+    values = {}
+    for line in cfg_text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip().lower()] = value.strip()
+    if values.get("include-system-site-packages", "").lower() == "true" and values.get("home"):
+        return Path(values["home"]).parent
+    return None
+
+
 def system_site_users(readonly: tuple[Path, ...]) -> set[Path]:
-    """Prefixes whose site-packages a readonly venv uses (`include-system-site-packages =
-    true` in its pyvenv.cfg; the prefix is its `home`'s parent): those stay visible."""
-    kept: set[Path] = set()
-    for src in readonly:
-        cfg = Path(src) / "pyvenv.cfg"
-        if not cfg.is_file():
-            continue
-        values = {}
-        for line in cfg.read_text(errors="replace").splitlines():
-            key, sep, value = line.partition("=")
-            if sep:
-                values[key.strip().lower()] = value.strip()
-        if values.get("include-system-site-packages", "").lower() == "true" and values.get("home"):
-            kept.add(Path(values["home"]).resolve().parent)
-    return kept
+    """Prefixes whose site-packages a readonly venv uses: those stay visible."""
+    cfgs = (Path(src) / "pyvenv.cfg" for src in readonly)
+    return {p.resolve() for cfg in cfgs if cfg.is_file() and (p := venv_keeps(cfg.read_text(errors="replace")))}
 
 
 def covered(root: Path, kept: set[Path] = frozenset()) -> tuple[Path, ...]:

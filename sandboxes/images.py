@@ -65,6 +65,33 @@ def image_exists(name: str) -> bool:
         return False
 
 
+# Third-party package dirs a Debian or python:*-slim image may carry: the distribution's
+# dist-packages, pip's site-packages under /usr/local, and the wheels ensurepip installs from.
+_THIRD_PARTY = ("/usr/lib/python3*/*-packages /usr/local/lib/python3*/*-packages "
+                "/usr/share/python-wheels")
+# Lists those that exist, then the image venv's pyvenv.cfg (if any) after a separator line.
+_PROBE = (f'for d in {_THIRD_PARTY}; do [ -d "$d" ] && echo "$d"; done; echo ---; '
+          'cat "$VIRTUAL_ENV/pyvenv.cfg" 2>/dev/null; exit 0')
+_third_party: dict[str, tuple[Path, ...]] = {}
+
+
+def third_party_dirs(image: str) -> tuple[Path, ...]:
+    """The image's third-party Python package dirs, which sandbox containers cover with an
+    empty tmpfs (its venv's, if it asks for system site-packages, excepted). Probed with one
+    short container per image id and process, so it costs about 0.3 s once."""
+    from featdel.sandboxes.hostpaths import venv_keeps
+
+    image_id = client().images.get(image).id
+    if image_id not in _third_party:
+        out = client().containers.run(image_id, ["sh", "-c", _PROBE], entrypoint=[], remove=True,
+                                      network_mode="none", user="0:0")
+        found, _, cfg = out.decode(errors="replace").partition("---\n")
+        kept = venv_keeps(cfg)
+        _third_party[image_id] = tuple(Path(d) for d in found.split()
+                                       if kept is None or not Path(d).is_relative_to(kept))
+    return _third_party[image_id]
+
+
 def build_base_image(tag: str = BASE_IMAGE, *, force: bool = False, offline: bool | None = None) -> str:
     """Make `tag` exist: reuse it, else FROM a registry's python image, else debootstrap."""
     if not force and image_exists(tag):
