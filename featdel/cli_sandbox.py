@@ -141,7 +141,9 @@ def build(
 def doctor() -> None:
     """Say what sandboxing is available here, what is missing and how to fix it.
 
-    Exits 1 when the default (local) sandbox cannot run untrusted code.
+    Also lists the host system dirs the local sandbox shows and checks that no Python package
+    (site-packages, *.dist-info, a package dir) sits in them, where code under test could read it.
+    Exits 1 when the default (local) sandbox cannot run untrusted code or shows such packages.
 
     Example:
       featdel sandbox doctor

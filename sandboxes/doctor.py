@@ -3,6 +3,10 @@
 In: nothing (it probes the machine). Out: a list of `Check`s, each with a status, what was found
 and, when not ok, the one line that fixes it. The local and docker checks end with a real smoke
 run (`true` in a sandbox), so "ok" means a command actually ran isolated, not that a binary exists.
+
+It also says what the local sandbox shows of the host (`rootfs.system_roots()`) and searches
+those roots for Python packages (site-packages, *.dist-info, a package directly under a root):
+third-party code there is code a learner could copy, so finding any is a failure.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +53,51 @@ def _smoke(backend_name: str) -> tuple[bool, str]:
         return False, str(exc)
 
 
+# Packages of the standard library that sys.stdlib_module_names leaves out.
+_STDLIB_EXTRA = frozenset({"test", "__phello__"})
+_PACKAGE_SUFFIXES = (".dist-info", ".egg-info", ".egg", ".whl")
+
+
+def python_packages(roots: list) -> list[Path]:
+    """Python package dirs in `roots` (`Visible`s): site-packages and dist-packages dirs,
+    *.dist-info/*.egg-info/wheels, and a dir with __init__.py directly under a root (one of the
+    standard library's own, under a stdlib root, excepted). Links are not followed: a link to a
+    path no root shows dangles inside the sandbox."""
+    stdlib = set(sys.stdlib_module_names) | _STDLIB_EXTRA
+    found: list[Path] = []
+    for root in roots:
+        is_stdlib = (root.host / "os.py").is_file()
+        for dirpath, dirs, files in os.walk(root.host):
+            here = Path(dirpath)
+            dirs[:] = [d for d in dirs if here / d not in root.hidden and not (here / d).is_symlink()]
+            for name in dirs + files:
+                path = here / name
+                if name in ("site-packages", "dist-packages") or name.endswith(_PACKAGE_SUFFIXES):
+                    found.append(path)
+                elif here == root.host and name in dirs and (path / "__init__.py").is_file():
+                    if not (is_stdlib and name in stdlib):
+                        found.append(path)
+    return sorted(found)
+
+
+def _local_roots() -> list[Check]:
+    from featdel.sandboxes.rootfs import system_roots
+
+    roots = system_roots()
+    etc = [r for r in roots if r.inside.is_relative_to("/etc")]
+    out = [Check(name="local sees", ok=True,
+                 found=f"{r.inside} (read-only)" + (f", less {len(r.hidden)} site dir(s)" if r.hidden else ""))
+           for r in roots if r not in etc]
+    out.append(Check(name="local sees", ok=True, found=f"/etc: {', '.join(str(r.inside.relative_to('/etc')) for r in etc)}"))
+    packages = python_packages(roots)
+    shown = ", ".join(map(str, packages[:3])) + (f" and {len(packages) - 3} more" if len(packages) > 3 else "")
+    out.append(Check(name="python packages", ok=not packages,
+                     found=f"{len(packages)} in the local sandbox's system dirs: {shown}" if packages
+                     else "none in the local sandbox's system dirs",
+                     fix="a learner could read these copies: stop showing them (sandboxes/rootfs.py)"))
+    return out
+
+
 def checks(*, smoke: bool = True) -> list[Check]:
     from featdel.sandboxes import images
     from featdel.sandboxes.cgroups import cgroup_version
@@ -74,6 +124,7 @@ def checks(*, smoke: bool = True) -> list[Check]:
     if smoke and bwrap:
         ok, found = _smoke("local")
         out.append(Check(name="local sandbox", ok=ok, found=found, fix="see the failures above"))
+    out += _local_roots()
     reason = images.engine_reason()
     out.append(Check(name="docker engine", ok=reason is None, found="reachable" if reason is None else reason,
                      fix="dockerd >/var/log/dockerd.log 2>&1 &  (or systemctl start docker)", required=False))
