@@ -98,7 +98,9 @@ class LocalSandbox:
         resolved = hostpaths.prepare(spec)
         self.workdir, self.mount_at, self.readonly, self.writable = resolved
         # Fixed at open: every run binds exactly these, so visible() is what commands saw.
-        self._roots = [*rootfs.system_roots(), *hostpaths.spec_roots(resolved)]
+        sealed = [Visible(host=src, inside=dest, writable=True, system=False)
+                  for src, dest in hostpaths.sealed_binds(spec)]
+        self._roots = [*rootfs.system_roots(), *hostpaths.spec_roots(resolved), *sealed]
         self._closed = False
 
     def visible(self) -> list[Visible]:
