@@ -2,15 +2,18 @@
 
 `sandbox_backend(name)` gives a ready backend or skips/fails: a missing Docker engine skips the
 docker tests on a laptop, but under CI=true it fails them, so a green CI never hides a missing
-engine. Host-side probes (a loopback server, a secret file, a unix socket) are real: each test
-first proves the probe works from the host, so it would fail if the isolation were removed.
+engine. Host-side probes (a loopback server, a secret file, a unix socket, planted copies of a
+package) are real: each test first proves the probe works from the host, so it would fail if the
+isolation were removed.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -18,7 +21,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
 
 
 def in_ci() -> bool:
@@ -121,3 +123,45 @@ def processes_with(marker: str) -> list[int]:
 
 def marker() -> str:
     return f"featdel-probe-{uuid.uuid4().hex[:10]}"
+
+
+@contextmanager
+def planted_copies() -> Iterator[dict[str, Path]]:
+    """Copies of a package where a sandbox that bound all of /usr, or a whole interpreter
+    prefix, would show them: Debian's dist-packages (`dist`, a package), an SDK's vendored
+    tree under /usr/lib (`sdk`), the interpreter prefix's site-packages (`site`, a module).
+    Each file holds `SECRET`. Needs root; every file and directory made is removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("planting files under /usr and the interpreter prefix needs root")
+    tag = uuid.uuid4().hex[:8]
+    site = next(Path(sys.base_prefix).glob("lib/python3*/site-packages"))
+    files = {
+        "dist": Path("/usr/lib/python3/dist-packages", f"featdel_planted_{tag}", "__init__.py"),
+        "sdk": Path(f"/usr/lib/featdel-planted-sdk-{tag}", "vendored", f"featdel_planted_sdk_{tag}.py"),
+        "site": site / f"featdel_planted_site_{tag}.py",
+    }
+    made: list[Path] = []  # the topmost directory each plant had to create
+    try:
+        for path in files.values():
+            missing = [d for d in path.parents if not d.exists()]
+            if missing:
+                made.append(missing[-1])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            for d in missing:
+                d.chmod(0o755)
+            path.write_text(f"SECRET = {PLANTED_SECRET!r}\n")
+            path.chmod(0o644)
+        yield files
+    finally:
+        for path in files.values():
+            path.unlink(missing_ok=True)
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+PLANTED_SECRET = "featdel-planted-deleted-code"
+
+
+def module_name(path: Path) -> str:
+    """The import name of a planted file (a package's __init__.py or a module)."""
+    return path.parent.name if path.name == "__init__.py" else path.stem

@@ -1,11 +1,17 @@
 """Invariant: `featdel sandbox exec` streams the command's output and exits with its code (124 on
 timeout, 137 when killed for memory, 2 when the sandbox itself cannot run it, with a one-line
-error); `doctor` reports a working local sandbox; the module imports nothing heavy."""
+error); `doctor` reports a working local sandbox, lists what it shows of the host and fails when
+a Python package sits in those system dirs; the module imports nothing heavy."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import uuid
+
+import pytest
 
 import typer
 from typer.testing import CliRunner
@@ -52,6 +58,24 @@ def test_doctor_reports_a_working_local_sandbox():
     r = runner.invoke(app, ["sandbox", "doctor"])
     assert "ok   local sandbox" in r.stdout, r.stdout
     assert r.exit_code == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="planting a package in a system dir needs root")
+def test_doctor_fails_on_a_package_planted_in_a_system_dir():
+    """The check is not vacuous: a package dropped in the C library dir (which the sandbox
+    shows) is reported, and the doctor exits non-zero until it is gone."""
+    from featdel.sandboxes.rootfs import library_dirs
+
+    planted = library_dirs()[0] / f"featdel_planted_{uuid.uuid4().hex[:8]}"
+    try:
+        planted.mkdir()
+        (planted / "__init__.py").write_text("SECRET = 1\n")
+        r = runner.invoke(app, ["sandbox", "doctor"])
+    finally:
+        shutil.rmtree(planted, ignore_errors=True)
+    assert r.exit_code == 1 and "FAIL python packages" in r.stdout and str(planted) in r.stdout, r.stdout
+    clean = runner.invoke(app, ["sandbox", "doctor"])
+    assert "ok   python packages  none" in clean.stdout and "ok   local sees       /usr/bin" in clean.stdout
 
 
 def test_every_command_has_help_with_an_example():

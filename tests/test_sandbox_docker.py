@@ -2,6 +2,10 @@
 and whose reset() leaves no process of the last candidate and an empty /tmp; a per-repo image
 carries the interpreter, venv and checkout at their host paths, so the venv's python imports the
 candidate mounted over the checkout with no host path bound in; building it twice is a no-op.
+Third-party Python code is unreadable in a container: the image's own dirs (Debian's
+dist-packages, /usr/share/python-wheels, /usr/local's site-packages) and a bound interpreter
+prefix's site-packages are covered by empty read-only tmpfs, while a plain container of the same
+image and the host read them; `visible()` lists only the bind mounts.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest_sandbox import docker_base_image, sandbox_backend
+from conftest_sandbox import PLANTED_SECRET, docker_base_image, planted_copies, sandbox_backend
 
 from featdel.errors import SandboxError
 from featdel.sandboxes import Limits, SandboxSpec
@@ -136,3 +140,34 @@ def test_containers_of_a_killed_process_are_pruned(tmp_path):
     assert cid in [c.id for c in client().containers.list(filters={"label": LABEL})]  # it outlived its owner
     prune_orphans()
     assert cid not in [c.id for c in client().containers.list(all=True, filters={"label": LABEL})]
+
+
+def test_third_party_python_is_unreadable_in_a_container(tmp_path):
+    from featdel.sandboxes.images import client
+
+    base = docker_base_image()
+    plain = client().containers.run(base, ["sh", "-c", "ls /usr/lib/python3/dist-packages /usr/share/python-wheels; "
+                                          "python3 -c 'import pip; print(\"IMPORTED\")'"],
+                                    remove=True, network_mode="none", user="65532:65532").decode()
+    assert "pip" in plain and ".whl" in plain and "IMPORTED" in plain  # the image carries them
+    prefix = Path(sys.base_prefix)
+    with planted_copies() as files:
+        site = files["site"]
+        assert PLANTED_SECRET in site.read_text()
+        with sandbox_backend("docker").open(SandboxSpec(workdir=tmp_path, image=base, readonly=(prefix,))) as sb:
+            hidden = " ".join(map(str, sb.image_hidden))
+            listing = sb.run(["sh", "-c", f"ls -A {hidden} {site.parent}"])
+            imported = sb.run(["python3", "-c", "import pip; print('IMPORTED')"])
+            read = sb.run(["cat", str(site), "/usr/share/python-wheels/" + next(n for n in plain.split() if n.endswith(".whl"))])
+            tools = sb.run([str(prefix / "bin" / "python3"), "-c", "import json, sqlite3, ssl; print('ok')"])
+            written = sb.run(["touch", "/usr/lib/python3/dist-packages/x"])
+            visible = sb.visible()
+    assert {"/usr/lib/python3/dist-packages", "/usr/share/python-wheels"} <= set(hidden.split())
+    assert listing.ok, listing.stderr
+    assert "pip" not in listing.stdout and ".whl" not in listing.stdout and "featdel_planted" not in listing.stdout
+    assert imported.exit_code != 0 and "IMPORTED" not in imported.stdout and "ModuleNotFoundError" in imported.stderr
+    assert read.exit_code != 0 and PLANTED_SECRET not in read.stdout and "PK" not in read.stdout
+    assert tools.ok and tools.stdout.strip() == "ok", tools.stderr
+    assert written.exit_code != 0
+    assert [(v.host, v.writable, v.system, v.hidden) for v in visible] == [
+        (tmp_path.resolve(), True, False, ()), (prefix.resolve(), False, False, (site.parent.resolve(),))]

@@ -1,6 +1,7 @@
 """Invariant: code in a sandbox (local bwrap or docker) cannot reach the host's loopback, read a
-host file outside its work directory, reach a Docker socket, exhaust the host's processes or
-memory, outlive its timeout, flood the caller with output, or run as root.
+host file outside its work directory, import the system's third-party Python packages (where
+copies of deleted code may sit), reach a Docker socket, exhaust the host's processes or memory,
+outlive its timeout, flood the caller with output, or run as root.
 
 Each test first shows the probe works from the host (the server listens, the secret is readable
 by the sandbox uid, the socket accepts), so it fails if the isolation is removed. The same tests
@@ -17,7 +18,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest_sandbox import as_uid, loopback_server, marker, processes_with, sandbox_backend, unix_server
+from conftest_sandbox import (as_uid, loopback_server, marker, module_name, planted_copies, processes_with,
+                              sandbox_backend, unix_server)
 
 from featdel.sandboxes import Limits, MiB, SandboxSpec
 from featdel.sandboxes.base import SANDBOX_UID
@@ -69,6 +71,27 @@ def test_host_file_outside_workdir_is_unreadable(sandbox):
         folder.rmdir()
     assert r.exit_code != 0 and "hunter2" not in r.stdout
     assert "main" not in listing.stdout  # /work/main exists on the host
+
+
+def test_system_python_packages_cannot_be_imported(sandbox):
+    """Debian's python3 imports from dist-packages: a package planted there on the host (local),
+    or the image's own pip (docker). Outside the sandbox it imports; inside it does not."""
+    from featdel.sandboxes.docker_backend import DockerSandbox
+
+    probe = "import {0}; print('IMPORTED', {0}.__file__)"
+    if isinstance(sandbox, DockerSandbox):
+        from featdel.sandboxes.images import client
+
+        seen = client().containers.run(sandbox.image, ["python3", "-c", probe.format("pip")], remove=True,
+                                       network_mode="none", user=f"{SANDBOX_UID}:{SANDBOX_UID}").decode()
+        r = sandbox.run(["python3", "-c", probe.format("pip")])
+    else:
+        with planted_copies() as files:
+            name = module_name(files["dist"])
+            seen = as_uid(SANDBOX_UID, ["/usr/bin/python3", "-c", probe.format(name)]).stdout
+            r = sandbox.run(["python3", "-c", probe.format(name)])
+    assert "IMPORTED" in seen  # only the isolation hides it
+    assert r.exit_code != 0 and "IMPORTED" not in r.stdout and "ModuleNotFoundError" in r.stderr
 
 
 def test_docker_socket_is_unreachable(sandbox):

@@ -3,6 +3,12 @@ install resolves to the candidate, with the venv and interpreter read-only and a
 writable; host environment variables stay out; a broken sandbox raises SandboxError while a
 failing command only returns a non-zero RunResult; no cgroup outlives its command; without
 bubblewrap the backend refuses unless the caller opts into --unsafe-no-sandbox.
+
+It shows only the task: of the host's /usr only the system dirs a process needs, never Debian's
+dist-packages, another /usr/lib tree (a cloud SDK's vendored libraries) or an interpreter
+prefix's site-packages, so copies of a package planted there are invisible inside while a host
+process reads them; the prefix interpreter, Debian's python3 and sh still work; and `visible()`
+lists exactly the host paths a command sees.
 """
 
 from __future__ import annotations
@@ -11,15 +17,16 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
-from conftest_sandbox import loopback_server
+from conftest_sandbox import PLANTED_SECRET, loopback_server, module_name, planted_copies
 
 from featdel.errors import SandboxError
 from featdel.sandboxes import Limits, SandboxSpec, get_backend
 from featdel.sandboxes.cgroups import Cgroup
-from featdel.sandboxes.local import LocalBackend
+from featdel.sandboxes.local import LocalBackend, visible_roots
 from featdel.sandboxes.unsafe import UnsafeBackend
 
 
@@ -226,3 +233,129 @@ def test_concurrent_sandboxes_stay_apart(local, tmp_path):
         *files, nprocs = outputs[-1].split()
         assert files == [f"mine-{i}-{j}" for j in range(5)]
         assert int(nprocs) <= 4  # bwrap's init, sh, ls/grep: no process of another sandbox
+
+
+PREFIX = Path(sys.base_prefix)
+PREFIX_PYTHON = str(PREFIX / "bin" / "python3")
+
+
+def test_planted_copies_outside_the_task_are_invisible(local, tmp_path):
+    """What a learner's patch could do to recover deleted code: read or import a copy of it
+    from the system's Python packages, an SDK's vendored tree, or the interpreter's own
+    site-packages. A host process can; the sandboxed one finds nothing."""
+    probe = textwrap.dedent("""
+        import importlib, os, sys
+        sys.path.append("/usr/lib/python3/dist-packages")  # where Debian's python3 looks
+        for path in sys.argv[1:]:
+            name = os.path.basename(os.path.dirname(path)) if path.endswith("__init__.py") else os.path.basename(path)[:-3]
+            try:
+                found = importlib.import_module(name).SECRET
+            except ImportError:
+                found = "missing"
+            print(os.path.exists(path), found)
+    """)
+    with planted_copies() as files:
+        paths = [str(p) for p in files.values()]
+        sdk_dir = files["sdk"].parent.parent
+        sdk_dir_name = sdk_dir.name
+        control = subprocess.run([PREFIX_PYTHON, "-c", probe, *paths], capture_output=True, text=True,
+                                 timeout=60, env={"PYTHONPATH": str(files["sdk"].parent)})
+        debian = subprocess.run(["/usr/bin/python3", "-c", f"import {module_name(files['dist'])} as m; print(m.SECRET)"],
+                                capture_output=True, text=True, timeout=60)
+        with local.open(SandboxSpec(workdir=tmp_path, readonly=(PREFIX,))) as sb:
+            inside = sb.run([PREFIX_PYTHON, "-c", probe, *paths], env={"PYTHONPATH": str(files["sdk"].parent)})
+            debian_inside = sb.run(["python3", "-c", f"import {module_name(files['dist'])}"])
+            listing = sb.run(["ls", "-A", "/usr/lib", str(files["site"].parent)])
+            cat = sb.run(["cat", *paths])
+    assert control.stdout.split("\n")[:3] == [f"True {PLANTED_SECRET}"] * 3, control.stderr
+    assert debian.stdout.strip() == PLANTED_SECRET, debian.stderr
+    assert inside.ok, inside.stderr
+    assert inside.stdout.split("\n")[:3] == ["False missing"] * 3
+    assert debian_inside.exit_code != 0 and "ModuleNotFoundError" in debian_inside.stderr
+    assert listing.ok, listing.stderr
+    assert sdk_dir_name not in listing.stdout and "featdel_planted" not in listing.stdout
+    assert "python3\n" not in listing.stdout and "google-cloud-sdk" not in listing.stdout
+    assert cat.exit_code != 0 and PLANTED_SECRET not in cat.stdout
+
+
+def test_the_prefix_interpreter_and_system_tools_still_work(local, tmp_path):
+    """The minimal root keeps what a test suite needs: TLS roots, sqlite, time zones from
+    /usr/share/zoneinfo, ctypes loading libc, a unittest run (and pytest from a venv); Debian's
+    python3 and sh as tools."""
+    (tmp_path / "test_small.py").write_text(textwrap.dedent("""
+        import unittest
+        class T(unittest.TestCase):
+            def test_sum(self):
+                self.assertEqual(sum(range(4)), 6)
+            def test_json(self):
+                import json
+                self.assertEqual(json.loads('{"a": [1]}'), {"a": [1]})
+    """))
+    stdlib = textwrap.dedent("""
+        import ctypes, ctypes.util, datetime, json, sqlite3, ssl, zoneinfo
+        ctx = ssl.create_default_context()
+        ctx.load_verify_locations(ssl.get_default_verify_paths().cafile)
+        paris = zoneinfo.ZoneInfo("Europe/Paris").utcoffset(datetime.datetime(2024, 1, 1))
+        print(ctx.cert_store_stats()["x509_ca"] > 0, paris == datetime.timedelta(hours=1),
+              "/usr/share/zoneinfo" in zoneinfo.TZPATH,
+              ctypes.CDLL(ctypes.util.find_library("c")).abs(-3),
+              sqlite3.connect(":memory:").execute("select 6 * 7").fetchone()[0], json.dumps([1]))
+    """)
+    venv = Path(sys.prefix)
+    readonly = (PREFIX, venv) if venv != PREFIX else (PREFIX,)
+    with local.open(SandboxSpec(workdir=tmp_path, readonly=readonly)) as sb:
+        libs = sb.run([PREFIX_PYTHON, "-c", stdlib])
+        unit = sb.run([PREFIX_PYTHON, "-m", "unittest", "-v", "test_small"])
+        pytest_run = sb.run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_small.py"])
+        debian = sb.run(["python3", "-c", "import json, ssl, sqlite3; print(json.dumps({'ok': 1}))"])
+        shell = sb.run(["sh", "-c", "echo $((6 * 7)) | cat; env | grep -c PATH"])
+    assert libs.ok, libs.stderr
+    assert libs.stdout.split() == ["True", "True", "True", "3", "42", "[1]"]
+    assert unit.ok and "Ran 2 tests" in unit.stderr and "OK" in unit.stderr, unit.stderr
+    assert pytest_run.ok and "2 passed" in pytest_run.stdout, pytest_run.stdout + pytest_run.stderr
+    assert debian.ok and debian.stdout.strip() == '{"ok": 1}', debian.stderr
+    assert shell.ok and shell.stdout.split() == ["42", "1"], shell.stderr
+
+
+def test_visible_lists_exactly_what_a_command_sees(local, tmp_path):
+    """visible() is what the leak audit searches, so it must be complete: every name a command
+    finds under /usr, /usr/lib and /usr/share is one of its roots (or a parent of one), and no
+    root is a tree that holds third-party Python code."""
+    work = tmp_path / "work"
+    work.mkdir()
+    spec = SandboxSpec(workdir=work, readonly=(PREFIX,))
+    roots = visible_roots(spec)
+    site = next(PREFIX.glob("lib/python3*/site-packages"))
+    with local.open(spec) as sb:
+        assert sb.visible() == roots
+        listing = sb.run(["sh", "-c", f"ls -A /usr; echo --; ls -A /usr/lib; echo --; ls -A /usr/share; echo --; ls -A {site}"])
+    assert listing.ok, listing.stderr
+    seen = [set(part.split()) for part in listing.stdout.split("--\n")]
+
+    def expected(under: str) -> set[str]:
+        return {r.inside.relative_to(under).parts[0] for r in roots if r.inside.is_relative_to(under) and r.inside != Path(under)}
+
+    assert seen[:3] == [expected("/usr"), expected("/usr/lib"), expected("/usr/share")]
+    assert seen[3] == set()  # the prefix's site-packages, covered
+    system = [r for r in roots if r.system]
+    assert all(not r.writable for r in system)
+    for r in system:
+        assert not any(r.host == Path(bad) or Path(bad).is_relative_to(r.host) or r.host.is_relative_to(bad)
+                       for bad in ("/usr/lib/python3", "/usr/local", "/usr/share/python-wheels",
+                                   "/usr/lib/google-cloud-sdk")), r
+        assert r.host not in (Path("/usr"), Path("/usr/lib"), Path("/usr/share"))
+    spec_roots = [r for r in roots if not r.system]
+    assert [(r.host, r.writable, r.hidden) for r in spec_roots] == [(work.resolve(), True, ()),
+                                                                    (PREFIX.resolve(), False, (site.resolve(),))]
+
+
+def test_a_venv_with_system_site_packages_keeps_them(tmp_path):
+    """include-system-site-packages = true means the venv imports the prefix's packages."""
+    from featdel.sandboxes.hostpaths import covered, spec_roots, resolve
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
+                   check=True, timeout=60)
+    own = resolve(SandboxSpec(workdir=tmp_path, readonly=(venv, PREFIX)))
+    assert [r.hidden for r in spec_roots(own)] == [(), (), ()]
+    assert covered(PREFIX.resolve()) == (next(PREFIX.glob("lib/python3*/site-packages")).resolve(),)
