@@ -92,7 +92,8 @@ class DockerSandbox:
         self.image = image
         resolved = hostpaths.prepare(spec)
         self.workdir, self.mount_at, self.readonly, self.writable = resolved
-        self._roots = hostpaths.spec_roots(resolved)
+        self._sealed = hostpaths.sealed_binds(spec)
+        self._roots = hostpaths.spec_roots(resolved, self._sealed)
         self._client = images.client()
         self._errors = docker.errors
         if not images.image_exists(image):
@@ -113,7 +114,7 @@ class DockerSandbox:
         mounts = [Mount(str(self.mount_at), str(self.workdir), type="bind")]
         mounts += [Mount(str(dest), str(src), type="bind", read_only=True) for src, dest in self.readonly]
         mounts += [Mount(str(dest), str(src), type="bind")
-                   for src, dest in (*self.writable, *hostpaths.sealed_binds(self.spec))]
+                   for src, dest in (*self.writable, *self._sealed)]
         tmp_opts = "rw,nosuid,nodev,mode=1777" + (f",size={limits.memory_bytes}" if limits.memory_bytes else "")
         tmpfs = {"/tmp": tmp_opts, "/var/tmp": tmp_opts, "/run": tmp_opts}
         tmpfs.update((str(root.inside_of(h)), _COVER) for root in self._roots for h in root.hidden)

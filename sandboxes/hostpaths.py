@@ -176,23 +176,25 @@ def covered(root: Path, kept: set[Path] = frozenset()) -> tuple[Path, ...]:
     return tuple(sorted(found))
 
 
-def spec_roots(resolved: Resolved) -> list[Visible]:
+def spec_roots(resolved: Resolved, sealed: tuple[Bind, ...] = ()) -> list[Visible]:
     """The spec's own paths as a sandbox shows them: work dir, readonly (less what `covered`
-    hides) and writable paths."""
+    hides), writable and sealed paths (`sealed_binds`; writable, though not listable)."""
     workdir, mount_at, readonly, writable = resolved
     kept = system_site_users(tuple(src for src, _ in readonly))
     return [Visible(host=workdir, inside=mount_at, writable=True, system=False),
             *(Visible(host=src, inside=dest, writable=False, system=False, hidden=covered(src, kept))
               for src, dest in readonly),
-            *(Visible(host=src, inside=dest, writable=True, system=False) for src, dest in writable)]
+            *(Visible(host=src, inside=dest, writable=True, system=False) for src, dest in (*writable, *sealed))]
 
 
-def sealed_binds(spec: SandboxSpec) -> tuple[Bind, ...]:
-    """The spec's sealed dirs, checked and made 0733 (write and enter, never list), never handed
-    over: the sandbox uid can create a file whose name it knows but cannot see what is there."""
+def sealed_binds(spec: SandboxSpec, *, seal: bool = True) -> tuple[Bind, ...]:
+    """The spec's sealed dirs, checked and (unless `seal=False`, for a dry look) made 0733 (write
+    and enter, never list), never handed over: the sandbox uid can create a file whose name it
+    knows but cannot see what is there."""
     binds = []
     for p in spec.sealed:
         src = checked_dir(p, "sealed path")
-        src.chmod(0o733)
+        if seal:
+            src.chmod(0o733)
         binds.append((src, checked_mount_point(Path(os.path.abspath(p)), "sealed path")))
     return tuple(binds)

@@ -50,7 +50,8 @@ _JOIN = ('while [ "$1" != -- ]; do echo $$ >"$1" || { echo "featdel-join: $1" >&
 def visible_roots(spec: SandboxSpec) -> list[Visible]:
     """What a local sandbox opened with `spec` shows of the host (`LocalSandbox.visible()`),
     without opening one: the spec is checked but nothing is handed over."""
-    return [*rootfs.system_roots(), *hostpaths.spec_roots(hostpaths.resolve(spec))]
+    sealed = hostpaths.sealed_binds(spec, seal=False)
+    return [*rootfs.system_roots(), *hostpaths.spec_roots(hostpaths.resolve(spec), sealed)]
 
 
 def _which(name: str) -> str | None:
@@ -98,9 +99,7 @@ class LocalSandbox:
         resolved = hostpaths.prepare(spec)
         self.workdir, self.mount_at, self.readonly, self.writable = resolved
         # Fixed at open: every run binds exactly these, so visible() is what commands saw.
-        sealed = [Visible(host=src, inside=dest, writable=True, system=False)
-                  for src, dest in hostpaths.sealed_binds(spec)]
-        self._roots = [*rootfs.system_roots(), *hostpaths.spec_roots(resolved), *sealed]
+        self._roots = [*rootfs.system_roots(), *hostpaths.spec_roots(resolved, hostpaths.sealed_binds(spec))]
         self._closed = False
 
     def visible(self) -> list[Visible]:

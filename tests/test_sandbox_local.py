@@ -321,10 +321,12 @@ def test_visible_lists_exactly_what_a_command_sees(local, tmp_path):
     """visible() is what the leak audit searches, so it must be complete: every name a command
     finds under /usr, /usr/lib and /usr/share is one of its roots (or a parent of one), and no
     root is a tree that holds third-party Python code."""
-    work = tmp_path / "work"
+    work, sealed = tmp_path / "work", tmp_path / "sealed"
     work.mkdir()
-    spec = SandboxSpec(workdir=work, readonly=(PREFIX,))
+    sealed.mkdir(mode=0o755)
+    spec = SandboxSpec(workdir=work, readonly=(PREFIX,), sealed=(sealed,))
     roots = visible_roots(spec)
+    assert sealed.stat().st_mode & 0o777 == 0o755  # a dry look changes nothing
     site = next(PREFIX.glob("lib/python3*/site-packages"))
     with local.open(spec) as sb:
         assert sb.visible() == roots
@@ -345,8 +347,8 @@ def test_visible_lists_exactly_what_a_command_sees(local, tmp_path):
                                    "/usr/lib/google-cloud-sdk")), r
         assert r.host not in (Path("/usr"), Path("/usr/lib"), Path("/usr/share"))
     spec_roots = [r for r in roots if not r.system]
-    assert [(r.host, r.writable, r.hidden) for r in spec_roots] == [(work.resolve(), True, ()),
-                                                                    (PREFIX.resolve(), False, (site.resolve(),))]
+    assert [(r.host, r.writable, r.hidden) for r in spec_roots] == [
+        (work.resolve(), True, ()), (PREFIX.resolve(), False, (site.resolve(),)), (sealed.resolve(), True, ())]
 
 
 def test_a_venv_with_system_site_packages_keeps_them(tmp_path):
