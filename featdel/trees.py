@@ -9,6 +9,7 @@ the caches or build outputs that could carry deleted code.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tarfile
@@ -110,12 +111,95 @@ def _diff(tree: Path, extra: list[str]) -> str:
     return out.stdout
 
 
+class PatchError(Exception):
+    """`git apply` refused a patch; the message is git's last line."""
+
+
 def apply_patch(tree: Path, patch: str) -> None:
     """Apply a unified diff with `git apply` (works in any directory, repository or not)."""
     with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
         fh.write(patch)
     try:
-        subprocess.run(["git", "apply", "--whitespace=nowarn", fh.name], cwd=tree, check=True,
-                       capture_output=True, timeout=120)
+        done = subprocess.run(["git", "apply", "--whitespace=nowarn", fh.name], cwd=tree,
+                              capture_output=True, text=True, timeout=120)
     finally:
         Path(fh.name).unlink()
+    if done.returncode != 0:
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()] or ["git apply failed"]
+        raise PatchError(lines[-1].replace(fh.name, "<patch>")[:300])
+
+
+def copy_tree(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, symlinks=True)
+    return dest
+
+
+def _files(tree: Path) -> dict[str, Path]:
+    """Every file and symlink under `tree` but .git, by POSIX relative path; links not followed."""
+    out = {}
+    for dirpath, dirs, files in os.walk(tree):
+        base = Path(dirpath)
+        if base == tree:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files + [d for d in dirs if (base / d).is_symlink()]:
+            out[(base / name).relative_to(tree).as_posix()] = base / name
+    return out
+
+
+def changed_files(a: Path, b: Path) -> list[str]:
+    """Paths added, removed or changed (content, or file <-> link) from tree `a` to tree `b`."""
+    fa, fb = _files(a), _files(b)
+    changed = set(fa) ^ set(fb)
+    for rel in set(fa) & set(fb):
+        pa, pb = fa[rel], fb[rel]
+        if pa.is_symlink() or pb.is_symlink():
+            if not (pa.is_symlink() and pb.is_symlink() and os.readlink(pa) == os.readlink(pb)):
+                changed.add(rel)
+        elif pa.read_bytes() != pb.read_bytes():
+            changed.add(rel)
+    return sorted(changed)
+
+
+def digest(tree: Path, rel: str) -> str:
+    """A content hash of one path (a link hashes as its target text; missing is "")."""
+    import hashlib
+
+    path = tree / rel
+    if path.is_symlink():
+        return "link:" + os.readlink(path)
+    if not path.is_file():
+        return ""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def plain_path(tree: Path, rel: str) -> bool:
+    """No component of `rel` under `tree` is a symlink (a missing path is plain)."""
+    path = tree
+    for part in Path(rel).parts:
+        path = path / part
+        if path.is_symlink():
+            return False
+    return True
+
+
+def read_text(tree: Path, rel: str) -> str | None:
+    """The file as text, or None when it is missing, a link or not UTF-8."""
+    path = tree / rel
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def copy_path(src_tree: Path, dest_tree: Path, rel: str) -> None:
+    """Make `rel` in `dest_tree` what it is in `src_tree` (a regular file, or absent)."""
+    src, dest = src_tree / rel, dest_tree / rel
+    if dest.is_dir() and not dest.is_symlink():
+        shutil.rmtree(dest)
+    else:
+        dest.unlink(missing_ok=True)
+    if src.is_file() and not src.is_symlink():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
