@@ -331,6 +331,49 @@ def materialize(
         typer.echo(hint)
 
 
+@app.command()
+def evaluate(
+    tasks: Annotated[Path, typer.Option("--tasks", help="A packaged run directory (tasks/ and envs/ shards).")],
+    predictions: Annotated[Path, typer.Option("--predictions", help="SWE-bench predictions: JSON Lines with "
+                                              "instance_id, model_patch, model_name_or_path.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Results (JSON Lines); appended, so a rerun resumes.")]
+    = Path("results.jsonl"),
+    workers: Annotated[int, typer.Option("--workers", "-j", min=1, help="Predictions graded in parallel.")] = 1,
+    sandbox: Sandbox = "local",
+    timeout: Annotated[float | None, typer.Option("--timeout", min=1, help="Seconds per test run (default: the task's).")] = None,
+    allow_suspect: Annotated[bool, typer.Option("--allow-suspect", help="Grade patches the tamper scan flags "
+                                                "instead of scoring them 0.")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Grade a model's patches on packaged tasks, safely (docs/grading.md).
+
+    Each patch's edits to non-test source files are applied to a pristine start state, the
+    FAIL_TO_PASS tests and the whole passing baseline run in the sandbox, and each prediction
+    gets a status (resolved, unresolved, patch_failed, suspect, broken) and a reward in
+    OUT, with a folder per prediction in OUT_logs/ (patch, test output, report, result).
+
+    Examples:
+
+      featdel evaluate --tasks runs/a --predictions preds.jsonl --out results.jsonl
+
+      featdel evaluate --tasks runs/a --predictions preds.jsonl -j 2 --sandbox docker
+    """
+    from featdel.evaluate import evaluate as grade_all
+    from featdel.evaluate import read_predictions
+    from featdel.progress import StepProgress, grade_summary
+    from featdel.sandboxes import get_backend
+
+    with cli_errors(verbose):
+        _need(tasks / "tasks", "run `featdel package DIR` first")
+        backend = get_backend(sandbox)
+        ids = [p.instance_id for p in read_predictions(predictions)]
+        with StepProgress("grading", ids) as progress:
+            results = grade_all(tasks, predictions, out, backend, jobs=workers, allow_suspect=allow_suspect,
+                                timeout_s=timeout, on_step=progress.step)
+        grade_summary(results)
+        typer.echo(f"{len(results)} results in {out}")
+
+
 def _need(path: Path, how: str) -> None:
     from featdel.errors import RunDirError
 

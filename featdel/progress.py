@@ -85,6 +85,22 @@ def verdict_summary(verdicts) -> None:
         out.print(why)
 
 
+def grade_summary(results) -> None:
+    """Per model: how many predictions ended in each status, and the resolved rate."""
+    from featdel.evaluate import summary
+    from featdel.grade import GradeStatus
+
+    out = Console(width=None if sys.stdout.isatty() else 160)
+    table = Table(title="evaluation")
+    statuses = [s.value for s in GradeStatus]
+    for col in ("model", *statuses, "total", "resolved %"):
+        table.add_column(col)
+    for model, row in sorted(summary(results).items()):
+        table.add_row(model, *(str(row[s]) for s in statuses), str(row["total"]),
+                      f"{100 * row['resolved'] / max(row['total'], 1):.1f}")
+    out.print(table)
+
+
 def _reason_kind(reason: str) -> str:
     """A reason with its names, paths and numbers blanked, so like reasons group together."""
     import re
