@@ -63,12 +63,16 @@ def top_level_links() -> list[tuple[str, Path]]:
 
 def system_roots() -> list[Visible]:
     """Every host path the local backend binds for itself, read-only, that exists here."""
+    # Only a stdlib dir or a real top-level /lib can hold a prefix's site dir; the others are
+    # never looked into (globbing /usr/bin for one costs more than a whole sandboxed command).
+    may_hold_site = {*_top_level(), *debian_stdlibs()}
     dirs = [*_top_level(), *(Path(d) for d in USR_DIRS), *library_dirs(), *debian_stdlibs()]
     roots: list[Visible] = []
     for path in dict.fromkeys(dirs):
         if path.is_dir():
             host = path.resolve()
-            roots.append(Visible(host=host, inside=path, writable=False, system=True, hidden=covered(host)))
+            hidden = covered(host) if path in may_hold_site else ()
+            roots.append(Visible(host=host, inside=path, writable=False, system=True, hidden=hidden))
     for name in ETC_FILES:
         path = Path("/etc", name)
         if path.exists():  # a bind follows links: /etc/localtime shows its zone file's content
