@@ -19,6 +19,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from featdel.sandboxes.base import Visible
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Check:
@@ -58,7 +60,7 @@ _STDLIB_EXTRA = frozenset({"test", "__phello__"})
 _PACKAGE_SUFFIXES = (".dist-info", ".egg-info", ".egg", ".whl")
 
 
-def python_packages(roots: list) -> list[Path]:
+def python_packages(roots: list[Visible]) -> list[Path]:
     """Python package dirs in `roots` (`Visible`s): site-packages and dist-packages dirs,
     *.dist-info/*.egg-info/wheels, and a dir with __init__.py directly under a root (one of the
     standard library's own, under a stdlib root, excepted). Links are not followed: a link to a
