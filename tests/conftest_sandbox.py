@@ -131,8 +131,7 @@ def planted_copies() -> Iterator[dict[str, Path]]:
     prefix, would show them: Debian's dist-packages (`dist`, a package), an SDK's vendored
     tree under /usr/lib (`sdk`), the interpreter prefix's site-packages (`site`, a module).
     Each file holds `SECRET`. Needs root; every file and directory made is removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("planting files under /usr and the interpreter prefix needs root")
+    need(os.geteuid() == 0, "planting files under /usr and the interpreter prefix needs root")
     tag = uuid.uuid4().hex[:8]
     site = next(Path(sys.base_prefix).glob("lib/python3*/site-packages"))
     files = {
