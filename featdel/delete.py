@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import tempfile
+import traceback
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,13 +85,19 @@ def delete_repo(
         for cand, name in pairs:
             if len(made) >= max_candidates:
                 break
+            target = f"{cand.path}::{cand.qualname}"
+            base = dict(deletion_id=deletion_id(record.name, name, target, keep_docstrings), repo=record.name,
+                        strategy=name, target=target)
             try:
                 deletion = delete(original, cand, name, check=check, keep_docstrings=keep_docstrings, seed=seed)
-            except NotApplicable as exc:
-                target = f"{cand.path}::{cand.qualname}"
+            except NotApplicable as exc:  # the strategy refuses: a refusal, not a candidate
+                append_jsonl(run_dir / "verdicts.jsonl", Verdict(**base, status=VerdictStatus.REJECTED,
+                                                                 stage="delete", reason=str(exc)))
+                continue
+            except Exception as exc:  # one candidate's crash is recorded; the batch goes on
                 append_jsonl(run_dir / "verdicts.jsonl", Verdict(
-                    deletion_id=deletion_id(record.name, name, target, keep_docstrings), repo=record.name,
-                    strategy=name, target=target, status=VerdictStatus.REJECTED, stage="delete", reason=str(exc)))
+                    **base, status=VerdictStatus.BROKEN, stage="delete", traceback=traceback.format_exc(),
+                    reason=f"{type(exc).__name__}: {str(exc)[:200]}"))
                 continue
             if deletion.deletion_id in seen:
                 continue  # a feature deletion can cover a later candidate exactly

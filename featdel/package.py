@@ -18,13 +18,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from featdel import difficulty, statement, trees
+from featdel import difficulty, trees
+from featdel.errors import RunDirError
 from featdel.records import Deletion, RepoRecord, Verdict, VerdictStatus, read_jsonl
 
 DIFFICULTY = pa.struct([
     ("deleted_lines", pa.int32()), ("deleted_symbols", pa.int32()), ("files", pa.int32()),
     ("cyclomatic", pa.int32()), ("fail_to_pass", pa.int32()), ("pass_to_pass", pa.int32()),
-    ("references", pa.int32()), ("docstrings_kept", pa.bool_()), ("tests_visible", pa.bool_()),
+    ("references", pa.int32()), ("similarity", pa.float32()), ("docstrings_kept", pa.bool_()),
+    ("tests_visible", pa.bool_()),
 ])
 TASK_SCHEMA = pa.schema([
     ("instance_id", pa.string()), ("repo", pa.string()), ("source", pa.string()),
@@ -34,7 +36,8 @@ TASK_SCHEMA = pa.schema([
     ("FAIL_TO_PASS", pa.list_(pa.string())), ("PASS_TO_PASS", pa.list_(pa.string())),
     ("test_cmd", pa.list_(pa.string())), ("strategy", pa.string()),
     ("deleted_symbols", pa.list_(pa.string())), ("difficulty", DIFFICULTY),
-    ("image_name", pa.string()), ("created_at", pa.timestamp("us", tz="UTC")),
+    ("image_name", pa.string()), ("timeout_s", pa.float32()), ("start_sha256", pa.string()),
+    ("created_at", pa.timestamp("us", tz="UTC")),
 ])
 ENV_SCHEMA = pa.schema([
     ("env_id", pa.string()), ("repo", pa.string()), ("source", pa.string()), ("base_commit", pa.string()),
@@ -72,20 +75,24 @@ def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = F
 def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Verdict, now,
              *, hide_tests: bool = False) -> dict:
     snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"
-    # Hidden tests: the F2P test files leave the start state; `test_patch` restores them, and
-    # `patch` stays the code fix alone. The graded tree (start + patch + test_patch) is the
-    # verified one, so no verification rule changes.
-    hidden = {t.split("::")[0]: None for t in verdict.FAIL_TO_PASS} if hide_tests else {}
-    start_files = {**deletion.files, **hidden}
-    deletion_patch = trees.diff_states(snapshot, {}, start_files)
-    patch = trees.diff_states(snapshot, start_files, hidden)
-    test_patch = trees.diff_states(snapshot, hidden, {}) if hidden else ""
+    # What ships is what verify checked: its patches and statement, and a start state whose hash
+    # matches the one it tested. Hidden tests: the F2P test files leave the start state and
+    # `test_patch` restores them; the graded tree (start + patch + test_patch) is the verified one.
+    deletion_patch, patch, test_patch = verdict.deletion_patch, verdict.patch, ""
     with tempfile.TemporaryDirectory(prefix="featdel-pkg-") as tmp:
-        original = trees.extract(snapshot, Path(tmp) / "original")
         start = trees.start_state(snapshot, deletion_patch, Path(tmp) / "start")
-        text = statement.write(deletion, original, verdict.FAIL_TO_PASS)
+        if trees.tree_digest(start) != verdict.start_sha256:
+            raise RunDirError(f"{deletion.deletion_id}: the start state differs from the one verified; "
+                              "run `featdel verify` again")
         feats = difficulty.features(deletion, start, verdict.FAIL_TO_PASS, verdict.PASS_TO_PASS)
-        feats["tests_visible"] = not hide_tests
+    feats.update(similarity=verdict.similarity, tests_visible=not hide_tests)
+    if hide_tests:
+        hidden = {t.split("::")[0]: None for t in verdict.FAIL_TO_PASS}
+        start_files = {**deletion.files, **hidden}
+        deletion_patch = trees.diff_states(snapshot, {}, start_files)
+        patch = trees.diff_states(snapshot, start_files, hidden)
+        test_patch = trees.diff_states(snapshot, hidden, {})
+    text = verdict.problem_statement
     return {
         "instance_id": deletion.deletion_id, "repo": record.name, "source": record.source,
         "base_commit": record.commit, "environment_setup_commit": record.commit, "env_id": env_id(record),
@@ -93,7 +100,7 @@ def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Ver
         "hints_text": "", "FAIL_TO_PASS": verdict.FAIL_TO_PASS, "PASS_TO_PASS": verdict.PASS_TO_PASS,
         "test_cmd": record.recipe.test_cmd, "strategy": deletion.strategy,
         "deleted_symbols": deletion.deleted_symbols, "difficulty": feats, "image_name": verdict.image_name,
-        "created_at": now,
+        "timeout_s": verdict.timeout_s, "start_sha256": verdict.start_sha256, "created_at": now,
     }
 
 

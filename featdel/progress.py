@@ -58,19 +58,22 @@ def repo_table(records) -> None:
 
 
 def verdict_summary(verdicts) -> None:
-    """Yield per strategy, then the rejection reasons by stage with an example each."""
+    """Yield per strategy (a strategy's refusals are not candidates and count apart), then the
+    reasons candidates were not kept, by stage, with an example each."""
     from collections import Counter, defaultdict
 
     out = Console(width=None if sys.stdout.isatty() else 160)
     counts: dict[str, Counter] = defaultdict(Counter)
     for v in verdicts:
-        counts[v.strategy][v.status] += 1
+        refused = v.stage == "delete" and v.status == "rejected"
+        counts[v.strategy]["refused" if refused else v.status] += 1
     table = Table(title="verification by strategy")
-    for col in ("strategy", "verified", "rejected", "broken", "yield %"):
+    for col in ("strategy", "verified", "rejected", "broken", "yield %", "refused by strategy"):
         table.add_column(col)
     for name, c in sorted(counts.items()):
-        total = sum(c.values())
-        table.add_row(name, str(c["verified"]), str(c["rejected"]), str(c["broken"]), f"{100 * c['verified'] / total:.0f}")
+        total = c["verified"] + c["rejected"] + c["broken"]
+        table.add_row(name, str(c["verified"]), str(c["rejected"]), str(c["broken"]),
+                      f"{100 * c['verified'] / total:.0f}" if total else "-", str(c["refused"]))
     out.print(table)
     reasons: dict[str, list] = defaultdict(list)
     for v in verdicts:

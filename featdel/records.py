@@ -150,3 +150,12 @@ class Verdict:
     PASS_TO_PASS: list[str] = dataclasses.field(default_factory=list)
     test_seconds: float = 0.0  # sandbox seconds spent running tests for this candidate
     image_name: str | None = None
+    # What verification checked, so that packaging ships exactly that (verified verdicts only).
+    deletion_patch: str = ""
+    patch: str = ""
+    problem_statement: str = ""
+    start_sha256: str = ""  # the start state's content (trees.tree_digest)
+    similarity: float = 0.0  # to the nearest code the start state keeps (featdel.quality)
+    stub_passed: list[str] = dataclasses.field(default_factory=list)  # left F2P: a trivial body passes them
+    timeout_s: float = 0.0  # per test run, for grading
+    traceback: str = ""  # a crash while verifying (stage "crash")

@@ -172,6 +172,16 @@ def digest(tree: Path, rel: str) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def tree_digest(tree: Path) -> str:
+    """One hash of every path and its content under `tree` (.git left out)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for rel, path in sorted(_files(tree).items()):
+        h.update(f"{rel}\0{digest(tree, rel)}\n".encode())
+    return h.hexdigest()
+
+
 def plain_path(tree: Path, rel: str) -> bool:
     """No component of `rel` under `tree` is a symlink (a missing path is plain)."""
     path = tree

@@ -5,11 +5,16 @@ For each deletion, in order (the first rule that fails ends it, and the verdict 
   build   the start state (snapshot + `git apply deletion_patch`, scrubbed, one commit) parses,
           imports, and `pytest --collect-only` collects the baseline tests (minus deleted files)
   tests   K runs of the selected tests: fail-to-pass = passed at baseline, fail or error in every
-          run (a skip is not a failure); pass-to-pass = pass in every run; F2P >= 1
-  gold    `patch` applied to the start state makes every F2P and P2P test pass
-  leak    no distinctive deleted line in the start state (git objects decompressed), the
-          environment, or the problem statement
-  noop    a fresh, unchanged start state still fails every F2P test
+          run (a skip is not a failure); F2P >= 1 (`reruns` when outcomes flip)
+  stub    tests that a trivial body (`pass`, `return None`, the first argument) makes pass leave
+          F2P; a task left with none is rejected
+  similar the deleted code is not a near copy (identifier-normalised) of code the start keeps
+  leak    the deleted code has a distinctive line, and none is in the start state (git objects
+          decompressed), the environment, what the sandbox shows, or the problem statement
+  noop    the grader, given the empty patch, fails every F2P test; P2P = the whole stable
+          passing baseline that still passes (never a sample)
+  gold    the grader, given `patch`, resolves the task (every F2P and P2P test passes)
+The verdict keeps what was checked (patches, statement, start-state hash) for `package`.
 "Sandbox or environment broke" ends as status `broken`, never as `rejected`.
 """
 
@@ -19,14 +24,16 @@ import json
 import random
 import shutil
 import tempfile
+import traceback
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel import envs, leaks, statement, trees
+from featdel import envs, leaks, quality, statement, trees
 from featdel.coverage_map import CoverageMap
 from featdel.errors import SandboxError
+from featdel.grade import GradeStatus, GradeTask, grade
 from featdel.records import (Deletion, RepoRecord, Verdict, VerdictStatus, append_jsonl, read_jsonl)
 from featdel.spans import has_syntax_error
 from featdel.testrun import RunOptions, SuiteRun, run_suite
@@ -39,6 +46,7 @@ class VerifyOptions:
     full_suite: bool = False
     timeout_s: float | None = None  # per test run; default: 10x the baseline suite, at least 60 s
     seed: int = 0
+    max_similarity: float = quality.MAX_SIMILARITY
 
     def run_timeout(self, ctx: RepoContext) -> float:
         return self.timeout_s or max(60.0, 10 * ctx.record.suite_seconds)
@@ -110,7 +118,9 @@ def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) 
     if run.timed_out:
         return "collection did not finish within 300s"
     if run.broken:
-        raise Broke(run.broken)
+        # The original tree collects in this environment, so a crash here is the edit's doing
+        # (a name used at import that is gone): a reason, never a dead batch.
+        return f"collection crashed: {run.broken}"
     if run.collect_errors:
         return f"collection fails: {run.collect_errors[0]}"
     expected = {t for t in ctx.collected if t.split("::")[0] not in deleted_files}
@@ -172,16 +182,59 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
                 target=deletion.target)
     spent: list[float] = []
     try:
-        f2p, p2p = _verify(ctx, deletion, backend, opts, spent)
+        checked = _verify(ctx, deletion, backend, opts, spent)
     except Rejected as exc:
         return Verdict(**base, status=VerdictStatus.REJECTED, stage=exc.stage, reason=str(exc), test_seconds=sum(spent))
     except (Broke, SandboxError) as exc:
         return Verdict(**base, status=VerdictStatus.BROKEN, stage="sandbox", reason=str(exc), test_seconds=sum(spent))
-    return Verdict(**base, status=VerdictStatus.VERIFIED, stage="done", FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p,
-                   test_seconds=round(sum(spent), 3), image_name=ctx.image)
+    except Exception as exc:  # a bug or a surprise on one candidate: recorded, the batch goes on
+        return Verdict(**base, status=VerdictStatus.BROKEN, stage="crash", test_seconds=sum(spent),
+                       reason=f"{type(exc).__name__}: {str(exc)[:200]}", traceback=traceback.format_exc())
+    return Verdict(**base, status=VerdictStatus.VERIFIED, stage="done", FAIL_TO_PASS=checked.fail_to_pass,
+                   PASS_TO_PASS=checked.pass_to_pass, test_seconds=round(sum(spent), 3), image_name=ctx.image,
+                   deletion_patch=checked.deletion_patch, patch=checked.patch,
+                   problem_statement=checked.problem_statement, start_sha256=checked.start_sha256,
+                   similarity=checked.similarity, stub_passed=checked.stub_passed,
+                   timeout_s=opts.run_timeout(ctx))
 
 
-def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> tuple[list[str], list[str]]:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Checked:
+    """What verification checked, kept so that packaging ships exactly that."""
+
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    deletion_patch: str
+    patch: str
+    problem_statement: str
+    start_sha256: str
+    similarity: float
+    stub_passed: list[str]  # tests a trivial body passes: taken out of F2P
+
+
+def grade_task(ctx: RepoContext, deletion_patch: str, patch: str, f2p: list[str], p2p: list[str],
+               timeout_s: float, instance_id: str = "") -> GradeTask:
+    return GradeTask(instance_id=instance_id, env=ctx.env, snapshot=ctx.snapshot, deletion_patch=deletion_patch,
+                     gold_patch=patch, fail_to_pass=f2p, pass_to_pass=p2p, image=ctx.image, timeout_s=timeout_s)
+
+
+def _stub_passes(ctx, deletion: Deletion, original: Path, tests: list[str], backend, opts, spent, tmp: Path) -> set[str]:
+    """The tests among `tests` that some trivial body (`pass`, `return None`, the first
+    argument) makes pass: a learner could earn them without the work."""
+    passed: set[str] = set()
+    for i, variant in enumerate(quality.stub_variants(original, deletion)):
+        deletion_patch, _ = trees.diff(ctx.snapshot, variant.files)
+        tree = trees.start_state(ctx.snapshot, deletion_patch, tmp / f"stub{i}")
+        run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=opts.run_timeout(ctx)), tree=tree,
+                        image=ctx.image)
+        spent.append(run.seconds)
+        if run.broken and not run.timed_out:
+            raise Broke(run.broken)
+        passed |= run.passed() & set(tests)
+    return passed
+
+
+def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Checked:
     deletion_patch, patch = trees.diff(ctx.snapshot, deletion.files)
     deleted_files = {p for p, text in deletion.files.items() if text is None}
     with tempfile.TemporaryDirectory(prefix="featdel-verify-") as tmp:
@@ -200,32 +253,51 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> tup
         selected = tied + sample
         runs = [_run(ctx, backend, fresh(f"run{i}"), selected, opts, spent, "tests") for i in range(opts.reruns)]
         failing = [t for t in selected if all(r.outcomes.get(t, "missing") in ("failed", "error", "missing") for r in runs)]
-        passing = [t for t in selected if all(r.outcomes.get(t) == "passed" for r in runs)]
         if not failing:
             flipped = [t for t in tied if len({r.outcomes.get(t, "missing") for r in runs}) > 1]
             if flipped:
                 raise Rejected("reruns", f"outcomes changed across {opts.reruns} runs, e.g. {flipped[0]}")
             raise Rejected("tests", f"none of the {len(tied)} tests tied to the deleted code fails")
-        # A test whose outcome changed between runs is in neither list: it is never a reward.
-        gold = fresh("gold")
-        trees.apply_patch(gold, patch)
-        run = _run(ctx, backend, gold, failing + passing, opts, spent, "gold")
-        not_restored = [t for t in failing + passing if run.outcomes.get(t) != "passed"]
-        if not_restored:
-            raise Rejected("gold", f"the gold patch leaves {len(not_restored)} tests failing, e.g. {not_restored[0]}")
         original = trees.extract(ctx.snapshot, Path(tmp) / "original")
+        stubbed = _stub_passes(ctx, deletion, original, failing, backend, opts, spent, Path(tmp))
+        failing = [t for t in failing if t not in stubbed]
+        if not failing:
+            raise Rejected("stub", f"a trivial body passes all {len(stubbed)} failing tests, e.g. {sorted(stubbed)[0]}")
+        start = fresh("audit")
+        start_sha256 = trees.tree_digest(start)
+        similar = quality.similarity(deletion.removed, start, exclude=set(deletion.deleted_symbols))
+        if similar.score >= opts.max_similarity:
+            raise Rejected("similar", f"the deleted code is {similar.score:.2f} similar to {similar.nearest}, "
+                                      "which the start state keeps")
         text = statement.write(deletion, original, failing)
         given = leaks.declared(original, deletion.deleted_symbols, deletion.keep_docstrings)
         needles = leaks.needles(deletion.removed, original, deletion.files, given)
-        start = fresh("audit")
+        if not needles:
+            raise Rejected("leak", "the deleted code has no distinctive line to audit for copies")
         hit = leaks.audit(needles, [start], {"problem_statement": text}, third_party=[ctx.env.venv])
         if hit:
             raise Rejected("leak", f"deleted code found at {hit}")
-        noop = _run(ctx, backend, fresh("noop"), failing, opts, spent, "noop")
-        still_passing = [t for t in failing if noop.outcomes.get(t) == "passed"]
-        if still_passing:
-            raise Rejected("noop", f"the unchanged start state passes {still_passing[0]}")
-    return failing, passing
+        # P2P is the whole stable passing baseline that still passes without the feature; the
+        # empty patch (no-op) and the gold patch go through the grader learners are scored by.
+        whole = [t for t in ctx.passing if t.split("::")[0] not in deleted_files and t not in set(failing)]
+        timeout = opts.run_timeout(ctx)
+        noop = grade(grade_task(ctx, deletion_patch, patch, failing, whole, timeout), "", backend)
+        spent.append(noop.seconds)
+        if noop.status == GradeStatus.BROKEN:
+            raise Broke(noop.reason)
+        if noop.status == GradeStatus.RESOLVED or any(o == "passed" for o in noop.fail_to_pass.values()):
+            passing = sorted(t for t, o in noop.fail_to_pass.items() if o == "passed")
+            raise Rejected("noop", f"the unchanged start state passes {passing[0] if passing else 'every test'}")
+        p2p = [t for t in whole if noop.pass_to_pass.get(t) == "passed"]
+        gold = grade(grade_task(ctx, deletion_patch, patch, failing, p2p, timeout), patch, backend)
+        spent.append(gold.seconds)
+        if gold.status == GradeStatus.BROKEN:
+            raise Broke(gold.reason)
+        if gold.status != GradeStatus.RESOLVED:
+            raise Rejected("gold", f"the gold patch is {gold.status}: {gold.reason}")
+    return Checked(fail_to_pass=failing, pass_to_pass=p2p, deletion_patch=deletion_patch, patch=patch,
+                   problem_statement=text, start_sha256=start_sha256, similarity=round(similar.score, 4),
+                   stub_passed=sorted(stubbed))
 
 
 def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *, jobs: int = 1,

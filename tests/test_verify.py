@@ -1,6 +1,9 @@
 """Deletion -> verification -> shards on a tiny real repository, end to end.
 
-Pins: every verified task's start state, rebuilt from the shards alone, fails its F2P tests and
+Pins: `featdel evaluate` resolves every gold prediction and no empty one, records a bad
+prediction line as `patch_failed` and resumes; a task a trivial body solves is rejected at
+`stub`; a crash on one candidate is a `broken` verdict with its traceback; every verified task's
+start state, rebuilt from the shards alone, fails its F2P tests and
 passes them all (and P2P) once `patch` is applied; a skipped test is never counted as a failure;
 a broken environment is `broken`, never `rejected`; shards load in DuckDB and `datasets` with
 F2P as real lists; stages resume without redoing work.
@@ -33,6 +36,9 @@ SKIPPING = {
         "    try:\n        out = t.whisper('A')\n    except NotImplementedError:\n        pytest.skip('no whisper')\n"
         "    assert out == 'a'\n"
     ),
+    # `pass` is as good as the real body here: the stub rule must reject a task made of it.
+    "tinylib/box.py": "def clear(d):\n    \"\"\"Empty `d` in place.\"\"\"\n    d.clear()\n    d.update({})\n    return None\n",
+    "tests/test_box.py": "from tinylib.box import clear\n\n\ndef test_clear_returns_none():\n    assert clear({1: 2}) is None\n",
 }
 
 
@@ -223,3 +229,67 @@ def test_show_and_materialize_read_the_shards(run, tmp_path):
     assert again.exit_code == 2 and "exists" in again.output
     unknown = CliRunner().invoke(app, ["show", str(run_dir), "no-such-task"])
     assert unknown.exit_code == 2 and "no task no-such-task" in unknown.output
+
+
+def test_evaluate_gold_resolves_empty_does_not_and_bad_lines_are_recorded(run, local_backend, tmp_path):
+    run_dir, _ = run
+    from featdel.evaluate import evaluate, logs_dir
+    from featdel.grade import GradeStatus
+
+    tasks = read_tasks(run_dir).to_pylist()
+    preds = tmp_path / "preds.jsonl"
+    lines = [json.dumps({"instance_id": t["instance_id"], "model_patch": t["patch"], "model_name_or_path": "gold"})
+             for t in tasks]
+    lines += [json.dumps({"instance_id": t["instance_id"], "model_patch": "", "model_name_or_path": "empty"})
+              for t in tasks]
+    lines += ["{not json", json.dumps({"instance_id": "nope__x", "model_patch": "", "model_name_or_path": "empty"})]
+    preds.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "results.jsonl"
+    results = evaluate(run_dir, preds, out, local_backend, jobs=2)
+    by = {}
+    for r in results:
+        by.setdefault(r.model_name_or_path, []).append(r)
+    assert {r.status for r in by["gold"]} == {GradeStatus.RESOLVED}, [r.reason for r in by["gold"]]
+    assert len(by["gold"]) == len(tasks)
+    assert {r.status for r in by["empty"] if r.instance_id != "nope__x"} == {GradeStatus.UNRESOLVED}
+    assert [r.status for r in by[""]] == [GradeStatus.PATCH_FAILED]  # the line that is not JSON
+    assert next(r for r in by["empty"] if r.instance_id == "nope__x").status == GradeStatus.PATCH_FAILED
+    folder = logs_dir(out) / "gold" / tasks[0]["instance_id"]
+    assert json.loads((folder / "result.json").read_text())["status"] == "resolved"
+    before = out.read_text()
+    assert len(evaluate(run_dir, preds, out, local_backend)) == len(results)  # resumed: nothing redone
+    assert out.read_text() == before
+
+
+def test_a_task_a_trivial_body_solves_is_rejected_at_stub(run, local_backend, tmp_path):
+    run_dir, _ = run
+    from featdel.deletion import delete
+    from featdel.mine import latest_records
+    from featdel.records import Candidate, VerdictStatus
+    from featdel.trees import extract
+
+    record = next(iter(latest_records(run_dir).values()))
+    ctx = RepoContext.load(run_dir, record)
+    original = extract(ctx.snapshot, tmp_path / "orig")
+    cand = Candidate(repo=record.name, path="tinylib/box.py", qualname="clear", kind="function", lines=4,
+                     tests=["tests/test_box.py::test_clear_returns_none"])
+    deletion = delete(original, cand, "body", check=lambda edits: True)
+    verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
+    assert (verdict.status, verdict.stage) == (VerdictStatus.REJECTED, "stub"), verdict
+
+
+def test_a_crash_on_one_candidate_is_a_broken_verdict_with_its_traceback(run, local_backend, tmp_path):
+    run_dir, _ = run
+    from dataclasses import replace
+
+    from featdel.mine import latest_records
+    from featdel.records import VerdictStatus
+
+    record = next(iter(latest_records(run_dir).values()))
+    ctx = RepoContext.load(run_dir, record)
+    good = next(d for d in read_jsonl(run_dir / "deletions.jsonl", Deletion) if d.strategy == "body")
+    # A symbol in a file the repository does not have: reading it fails deep inside a rule.
+    bad = replace(good, deleted_symbols=[*good.deleted_symbols, "tinylib/missing.py::ghost"])
+    verdict = verify_one(ctx, bad, local_backend, VerifyOptions(reruns=1))
+    assert (verdict.status, verdict.stage) == (VerdictStatus.BROKEN, "crash"), verdict
+    assert "Traceback" in verdict.traceback and "missing.py" in verdict.traceback
