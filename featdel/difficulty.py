@@ -3,7 +3,9 @@
 In: the deletion, the start state, and the F2P/P2P lists. Out: a flat dict matching the
 `difficulty` struct of the task schema. Cyclomatic complexity counts decision points in the
 deleted code (tree-sitter nodes) plus one per deleted callable; references counts how often the
-deleted names still occur as identifiers in the start state (a cheap call-graph in-degree).
+deleted names still occur as identifiers in the start state (a cheap call-graph in-degree);
+similarity is `quality.similarity` of the deleted code to what the start state still holds (1.0:
+a renamed copy is left next door).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from featdel.quality import similarity
 from featdel.records import Deletion
 from featdel.spans import parse, python_files
 
@@ -57,6 +60,7 @@ def features(deletion: Deletion, start: Path, fail_to_pass: list[str], pass_to_p
         "fail_to_pass": len(fail_to_pass),
         "pass_to_pass": len(pass_to_pass),
         "references": references(names, start),
+        "similarity": similarity(deletion.removed, start, exclude=set(deletion.deleted_symbols)).score,
         "docstrings_kept": deletion.keep_docstrings,
         "tests_visible": True,
     }

@@ -2,16 +2,19 @@
 
 In: the deletion (which symbols), the original tree (their signatures and docstrings, read with
 tree-sitter), and the fail-to-pass tests. Out: Markdown. It never quotes a deleted body: only
-module paths, signatures, the docstring when the task keeps docstrings, and the test ids. The
-leak audit runs on the result as well.
+module paths, each symbol as it is declared (the headers of its enclosing classes, its
+decorators, its signature, the docstring when the task keeps docstrings; a deleted class with the
+declarations of its methods inside it), and the test ids. The leak audit runs on the result too.
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
+from featdel.deletion.splice import statement_node
 from featdel.records import Deletion
-from featdel.spans import symbols
+from featdel.spans import Symbol, parse, symbols
 
 
 def _module(path: str) -> str:
@@ -37,27 +40,53 @@ def write(deletion: Deletion, original: Path, fail_to_pass: list[str], *, max_te
     lines.append("")
     for path, qualnames in sorted(by_file.items()):
         source = (original / path).read_bytes()
-        known = {s.qualname: s for s in symbols(source, path)}
+        tree = parse(source)
+        known: dict[str, list[Symbol]] = {}
+        for sym in symbols(source, path):
+            known.setdefault(sym.qualname, []).append(sym)
         lines.append(f"In `{path}` (module `{_module(path)}`):")
         lines.append("")
         for qualname in qualnames:
-            sym = known.get(qualname)
-            if sym is None:
-                continue
+            if qualname not in known or _within_deleted(qualname, qualnames):
+                continue  # a method of a deleted class is shown inside the class
+            sym = known[qualname][0]
             where = "its body is a stub" if f"{path}::{qualname}" in stubbed else "it has been removed"
             lines.append(f"- `{qualname}` ({sym.kind}; {where}):")
             lines.append("")
             lines.append("  ```python")
-            lines.append(f"  {sym.signature}")
-            if deletion.keep_docstrings and sym.docstring:
-                lines += [f"      {ln.strip()}" if ln.strip() else "" for ln in sym.docstring.splitlines()]
+            depth = qualname.count(".")
+            for i, outer in enumerate(qualname.split(".")[:-1]):
+                cls = known.get(".".join(qualname.split(".")[: i + 1]), [])
+                lines.append("  " + "    " * i + (cls[0].signature if cls else f"class {outer}:"))
+            shown = [s for q in qualnames if q == qualname or q.startswith(qualname + ".") for s in known.get(q, [])]
+            for s in sorted(set(shown), key=lambda s: s.start_byte):
+                lines += _declaration(source, tree, s, s.qualname.count("."), deletion.keep_docstrings)
             lines.append("  ```")
             lines.append("")
-    shown = fail_to_pass[:max_tests]
+    shown_tests = fail_to_pass[:max_tests]
     lines.append("These tests must pass (run them with pytest):")
     lines.append("")
-    lines += [f"- `{t}`" for t in shown]
-    if len(fail_to_pass) > len(shown):
-        lines.append(f"- ... and {len(fail_to_pass) - len(shown)} more")
+    lines += [f"- `{t}`" for t in shown_tests]
+    if len(fail_to_pass) > len(shown_tests):
+        lines.append(f"- ... and {len(fail_to_pass) - len(shown_tests)} more")
     lines += ["", "Other tests must keep passing. Do not edit the tests or the test configuration."]
     return "\n".join(lines) + "\n"
+
+
+def _within_deleted(qualname: str, qualnames: list[str]) -> bool:
+    parts = qualname.split(".")
+    return any(".".join(parts[:i]) in qualnames for i in range(1, len(parts)))
+
+
+def _declaration(source: bytes, tree, sym: Symbol, depth: int, keep_docstring: bool) -> list[str]:
+    """Decorators, signature and (when kept) docstring of one definition, at its nesting depth,
+    inside a Markdown list item's code block. Never a line of the body."""
+    pad = "  " + "    " * depth
+    node = statement_node(tree, sym)
+    decorators = [c.text.decode() for c in node.children if c.type == "decorator"]
+    out = [pad + " ".join(d.split()) for d in decorators] + [pad + sym.signature]
+    if keep_docstring and sym.docstring:
+        first, *rest = sym.docstring.splitlines()
+        body = [first.strip()] + textwrap.dedent("\n".join(rest)).splitlines()
+        out += [pad + "    " + ln if ln.strip() else "" for ln in body]
+    return out
