@@ -70,6 +70,11 @@ def plugin_dir(env: Env) -> Path:
     return target
 
 
+def suite_readonly(env: Env) -> tuple[Path, ...]:
+    """What a test run shows read-only besides the tree: the venv, our plugin, the interpreter."""
+    return (env.root / "venv", plugin_dir(env), env.python_prefix)
+
+
 def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Path | None = None,
               image: str | None = None) -> SuiteRun:
     """Run the suite (or `options.tests`) on `tree` (default: the env's checkout); `image` is
@@ -86,7 +91,7 @@ def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Pa
     spec = SandboxSpec(
         workdir=tree,
         mount_at=env.src,
-        readonly=(env.root / "venv", plugin_dir(env), env.python_prefix),
+        readonly=suite_readonly(env),
         writable=(out_dir,),
         sealed=(sealed,),
         image=image,

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel import envs, leaks, quality, statement, trees
+from featdel import envs, exposure, leaks, quality, statement, trees
 from featdel.coverage_map import CoverageMap
 from featdel.errors import SandboxError
 from featdel.grade import GradeStatus, GradeTask, grade
@@ -234,6 +234,19 @@ def _stub_passes(ctx, deletion: Deletion, original: Path, tests: list[str], back
     return passed
 
 
+def _exposed(ctx: RepoContext, start: Path, needles: list[str], backend) -> str | None:
+    """A copy of the deleted code in anything else a test run shows (featdel.exposure). With
+    docker the system directories are the image's, not this host's: only the binds count."""
+    from featdel.sandboxes.base import SandboxSpec
+    from featdel.sandboxes.local import visible_roots
+    from featdel.testrun import suite_readonly
+
+    roots = visible_roots(SandboxSpec(workdir=start, mount_at=ctx.env.src, readonly=suite_readonly(ctx.env)))
+    if getattr(backend, "name", "local") != "local":
+        roots = [r for r in roots if not r.system]
+    return exposure.audit(roots, needles, exposure.package_names(ctx.env.recipe.package_dirs))
+
+
 def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Checked:
     deletion_patch, patch = trees.diff(ctx.snapshot, deletion.files)
     deleted_files = {p for p, text in deletion.files.items() if text is None}
@@ -274,7 +287,7 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
         needles = leaks.needles(deletion.removed, original, deletion.files, given)
         if not needles:
             raise Rejected("leak", "the deleted code has no distinctive line to audit for copies")
-        hit = leaks.audit(needles, [start], {"problem_statement": text}, third_party=[ctx.env.venv])
+        hit = leaks.audit(needles, [start], {"problem_statement": text}) or _exposed(ctx, start, needles, backend)
         if hit:
             raise Rejected("leak", f"deleted code found at {hit}")
         # P2P is the whole stable passing baseline that still passes without the feature; the

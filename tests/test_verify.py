@@ -293,3 +293,29 @@ def test_a_crash_on_one_candidate_is_a_broken_verdict_with_its_traceback(run, lo
     verdict = verify_one(ctx, bad, local_backend, VerifyOptions(reruns=1))
     assert (verdict.status, verdict.stage) == (VerdictStatus.BROKEN, "crash"), verdict
     assert "Traceback" in verdict.traceback and "missing.py" in verdict.traceback
+
+
+def test_a_copy_of_the_package_in_the_environment_is_a_leak(run, local_backend, tmp_path):
+    run_dir, verdicts = run
+    import shutil
+
+    from featdel import exposure
+    from featdel.mine import latest_records
+    from featdel.records import VerdictStatus
+    from featdel.trees import extract
+
+    record = next(iter(latest_records(run_dir).values()))
+    ctx = RepoContext.load(run_dir, record)
+    verified = {v.deletion_id for v in verdicts if v.status == VerdictStatus.VERIFIED}
+    deletion = next(d for d in read_jsonl(run_dir / "deletions.jsonl", Deletion) if d.deletion_id in verified)
+    site = next(ctx.env.venv.glob("lib/python3*/site-packages"))
+    copy = site / "_vendor" / "tinylib"
+    shutil.copytree(extract(ctx.snapshot, tmp_path / "orig") / "tinylib", copy)
+    exposure.forget()
+    try:
+        verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
+    finally:
+        shutil.rmtree(site / "_vendor")
+        exposure.forget()
+    assert (verdict.status, verdict.stage) == (VerdictStatus.REJECTED, "leak"), verdict
+    assert "another copy of the package `tinylib`" in verdict.reason
