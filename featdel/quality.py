@@ -11,10 +11,9 @@ F2P and rejects a task left with none), and a deletion with a near-copy next doo
 
 Variants are spliced into the original bytes at tree-sitter spans; files without a deleted symbol
 stay as the deletion left them, and its other edits in a file with one (a dropped import) are
-carried over hunk by hunk from a line diff. An edit in the same hunk as a deleted symbol (only
-blank lines between) keeps the original text, which only restores what the deletion took for
-that symbol (the import of a helper the variant restores too). Similarity compares `tokenize`
-streams with identifiers, strings and numbers normalised, so a renamed copy scores 1.0.
+carried over hunk by hunk from a line diff; one in a deleted symbol's hunk (only blank lines
+between) keeps the original text: the import of a helper the variant restores too. Similarity
+compares `tokenize` streams with identifiers, strings and numbers normalised (renamed copy: 1.0).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from __future__ import annotations
 import difflib
 import io
 import keyword
+import re
 import textwrap
 import tokenize
 from collections.abc import Set
@@ -54,34 +54,34 @@ class Similarity:
     nearest: str = ""  # "path::qualname" in the start state of the most similar symbol
 
 
-class _NoVariant(Exception):
-    """This variant cannot be built for this deletion; the others may still be."""
-
-
 def stub_variants(original: Path, deletion: Deletion) -> list[StubVariant]:
-    """The deletion with each deleted symbol restored around a trivial body, one edit set per
-    label (identical ones dropped). A removed file, or a file that cannot be rebuilt so that it
-    parses, gives no variant."""
+    """The deletion with its symbols restored around trivial bodies, one edit set per label; none
+    for a removed file, and a variant that does not parse or repeats another is dropped."""
     by_file: dict[str, set[str]] = {}
     for ref in deletion.deleted_symbols:
         path, _, qualname = ref.partition("::")
         by_file.setdefault(path, set()).add(qualname)
     if any(deletion.files.get(p, "") is None or "" in names for p, names in by_file.items()):
         return []
+    try:
+        plans = {path: _plan(original, path, names, deletion) for path, names in sorted(by_file.items())}
+    except (NotApplicable, UnicodeDecodeError):
+        return []
     out: list[StubVariant] = []
     for label in LABELS:
         files = dict(deletion.files)
-        try:
-            for path, names in sorted(by_file.items()):
-                files[path] = _variant_file(original, path, names, deletion, label)
-        except (_NoVariant, NotApplicable, UnicodeDecodeError):
-            continue
-        if all(v.files != files for v in out):
+        for path, (lines, carried, targets) in plans.items():
+            stubs = [_body_splice(lines, node, _trivial(node, label, kind), deletion.keep_docstrings)
+                     for node, kind in targets]
+            files[path] = apply(lines.source, carried + stubs).decode("utf-8")
+        if all(not has_syntax_error(files[p].encode()) for p in plans) and all(v.files != files for v in out):
             out.append(StubVariant(label=label, files=files))
     return out
 
 
-def _variant_file(original: Path, path: str, names: set[str], deletion: Deletion, label: str) -> str:
+def _plan(original: Path, path: str, names: set[str], deletion: Deletion) -> tuple[Lines, list[Splice], list]:
+    """What every variant of one file shares: its line table, the deletion's edits it keeps, and
+    the definitions whose bodies become trivial, as (node, kind)."""
     source = (original / path).read_bytes()
     tree = parse(source)
     lines = Lines(source, tree)
@@ -89,33 +89,36 @@ def _variant_file(original: Path, path: str, names: set[str], deletion: Deletion
     found = [s for s in every if s.qualname in names]
     outers = [s for s in found if not any(_inside(s, o) for o in found)]
     if not outers:
-        raise _NoVariant(f"{path}: none of {sorted(names)} is in the original")
-    splices, rows = [], []
+        raise NotApplicable(f"{path}: none of {sorted(names)} is in the original")
+    rows, targets = [], []
     for sym in outers:
         rows.append(owned_rows(lines, statement_node(tree, sym)))
         # a class keeps its class-level statements and every method in it, at any depth, is
         # stubbed; a class with no method keeps nothing but `pass`, else it would be the answer
         fns = [m for m in every if m.kind == "method" and _inside(m, sym)] if sym.kind == "class" else [sym]
-        for fn in fns or [sym]:
-            node = statement_node(tree, fn)
-            text = _trivial(_definition(node), label) if fn.kind != "class" else "pass"
-            splices.append(_body_splice(lines, node, text.encode(), deletion.keep_docstrings))
+        targets += [(statement_node(tree, fn), fn.kind) for fn in fns or [sym]]
     # the deletion's edits outside the deleted symbols' rows stay as the deletion made them
-    edited = (deletion.files.get(path) or source.decode("utf-8")).encode()
-    old, new = _rows(source), _rows(edited)
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag != "equal" and not any(_touches(i1, i2, top, end) for top, end in rows):
-            splices.append(Splice(lines.start(i1), lines.start(i2), b"".join(new[j1:j2])))
-    result = apply(source, splices)
-    if has_syntax_error(result):
-        raise _NoVariant(f"{path}: the {label!r} variant does not parse")
-    return result.decode("utf-8")
+    old, new = _rows(source), _rows((deletion.files.get(path) or source.decode("utf-8")).encode())
+    hunks = [h for h in _hunks(old, new) if not any(_touches(h[0], h[1], top, end) for top, end in rows)]
+    carried = [Splice(lines.start(i1), lines.start(i2), b"".join(new[j1:j2])) for i1, i2, j1, j2 in hunks]
+    return lines, carried, targets
+
+
+def _hunks(old: list[bytes], new: list[bytes]) -> list[tuple[int, int, int, int]]:
+    """Changed line ranges (i1, i2, j1, j2). The common head and tail are cut first: without
+    autojunk a line diff is quadratic in repeated lines (blanks), and edits are local."""
+    head = tail = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    matcher = difflib.SequenceMatcher(None, old[head : len(old) - tail], new[head : len(new) - tail], autojunk=False)
+    ops = matcher.get_opcodes()
+    return [(i1 + head, i2 + head, j1 + head, j2 + head) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
 
 
 def _inside(inner: Symbol, outer: Symbol) -> bool:
-    same = (inner.start_byte, inner.end_byte) == (outer.start_byte, outer.end_byte)
-    return not same and outer.start_byte <= inner.start_byte and inner.end_byte <= outer.end_byte
+    return inner != outer and outer.start_byte <= inner.start_byte and inner.end_byte <= outer.end_byte
 
 
 def _touches(i1: int, i2: int, top: int, end: int) -> bool:
@@ -124,27 +127,26 @@ def _touches(i1: int, i2: int, top: int, end: int) -> bool:
 
 
 def _rows(data: bytes) -> list[bytes]:
-    """Lines split as `Lines` splits them (on LF only, ends kept, no empty last row)."""
-    parts = data.split(b"\n")
-    return [p + b"\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+    return [row for row in re.split(b"(?<=\n)", data) if row]  # as `Lines` splits: on LF only
 
 
-def _trivial(fn, label: str) -> str:
-    if label != "return first argument":
-        return label
-    arg = _first_argument(fn)
-    return f"return {arg}" if arg and fn.child_by_field_name("name").text not in _NOT_RETURNING else "pass"
+def _trivial(outer, label: str, kind: str) -> bytes:
+    if kind == "class" or label != "return first argument":
+        return b"pass" if kind == "class" else label.encode()
+    fn = _definition(outer)
+    static = any(c.type == "decorator" and b"staticmethod" in c.text for c in outer.children)
+    arg = _first_argument(fn, skip=1 if kind == "method" and not static else 0)
+    return f"return {arg}".encode() if arg and fn.child_by_field_name("name").text not in _NOT_RETURNING else b"pass"
 
 
-def _first_argument(fn) -> str | None:
-    """The first parameter that is not self/cls, without its stars."""
-    for param in fn.child_by_field_name("parameters").named_children:
+def _first_argument(fn, *, skip: int) -> str | None:
+    """The first parameter after `skip` (a method's self or cls), without its stars."""
+    params = [p for p in fn.child_by_field_name("parameters").named_children if p.type != "comment"]
+    for param in params[skip:]:
         node = param.child_by_field_name("name") if "default" in param.type else param
-        if node is not None and node.type == "typed_parameter":
+        while node is not None and node.type in ("typed_parameter", "list_splat_pattern", "dictionary_splat_pattern"):
             node = node.named_children[0]
-        if node is not None and node.type in ("list_splat_pattern", "dictionary_splat_pattern"):
-            node = node.named_children[0]
-        if node is not None and node.type == "identifier" and node.text not in (b"self", b"cls"):
+        if node is not None and node.type == "identifier":
             return node.text.decode()
     return None
 

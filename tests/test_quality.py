@@ -12,6 +12,7 @@ Deletions come from the real strategies on tiny repositories."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -50,6 +51,11 @@ async def fetch(*urls, timeout: float = 1.0):
     return urls
 
 
+def decorate(cls):
+    cls.tag = 1
+    return cls
+
+
 class Shape:
     """A shape."""
 
@@ -70,6 +76,10 @@ class Shape:
     @staticmethod
     def make(*args, **kw):
         return Shape(*args)
+
+    @classmethod
+    def build(klass, n):
+        return klass(n)
 
     class Inner:
         def go(self):
@@ -105,7 +115,8 @@ def deletion(repo: Path, qualname: str, kind: str, strategy: str, *, path: str =
 
 def _bodies_cut(text: str, path: str, deleted: set[str]) -> str:
     """`text` without the bodies the variants may change: each deleted function's, each method's
-    of a deleted class (a class with no method: its whole body)."""
+    of a deleted class (a class with no method: its whole body); comment lines go too, since
+    comments between a header and its first statement go with the body."""
     data = text.encode()
     syms = symbols(data, path)
     inside = lambda s, o: o.start_byte <= s.start_byte and s.end_byte <= o.end_byte and s != o  # noqa: E731
@@ -117,7 +128,7 @@ def _bodies_cut(text: str, path: str, deleted: set[str]) -> str:
         cuts += [(m.body_start_byte, m.end_byte) for m in methods or [sym]]
     for start, end in sorted(cuts, reverse=True):
         data = data[:start] + data[end:]
-    return data.decode()
+    return re.sub(r"(?m)^[ \t]*#.*\n", "", data.decode())
 
 
 def check_variants(repo: Path, d: Deletion, carried: tuple[str, str] = ("", "")) -> list[quality.StubVariant]:
@@ -172,6 +183,11 @@ def test_decorators_multiline_headers_inline_bodies_and_stars(repo):
     assert fetch[2].files["pkg/core.py"] == CORE, "here a trivial body is the answer: the gate's case"
     make = check_variants(repo, deletion(repo, "Shape.make", "method", "method"))
     assert "    @staticmethod\n    def make(*args, **kw):\n        return args\n" in make[2].files["pkg/core.py"]
+    # a method's first parameter is skipped whatever its name; a function's `cls` is an argument
+    build = check_variants(repo, deletion(repo, "Shape.build", "method", "body"))
+    assert body_lines(build[2].files["pkg/core.py"], "pkg/core.py", "Shape.build") == ["return n"]
+    decorate = check_variants(repo, deletion(repo, "decorate", "function", "body"))
+    assert body_lines(decorate[2].files["pkg/core.py"], "pkg/core.py", "decorate") == ["return cls"]
 
 
 def test_docstring_goes_when_the_task_strips_it(repo):
