@@ -141,10 +141,10 @@ def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, 
     names = strategies or list(STRATEGIES)
     for name in names:
         strategy(name)  # unknown names fail here, before any work
-    from featdel.delete import mined_repos
     from featdel.progress import StepProgress
+    from featdel.rundir import RunDir
 
-    with StepProgress("deleting", [r.name for r in mined_repos(out)]) as progress:
+    with StepProgress("deleting", [r.name for r in RunDir(out).mined()]) as progress:
         deletions = delete_all(
             out, strategies=names, max_candidates=max_candidates, seed=seed, keep_docstrings=not strip,
             check_for=lambda record: make_check(RepoContext.load(out, record), backend), on_step=progress.step,
@@ -174,12 +174,14 @@ def delete(
 
       featdel delete runs/a -s body -s feature --max-candidates 20 --seed 1
     """
+    from featdel.rundir import RunDir
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
-        _need(out / "repos.jsonl", "run `featdel mine ... --out DIR` first")
+        rd = RunDir(out)
+        rd.need(rd.repos_jsonl, "run `featdel mine ... --out DIR` first")
         n = _delete(out, strategy, max_candidates, seed, strip_docstrings, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox))
-        typer.echo(f"{n} deletions in {out / 'deletions.jsonl'}")
+        typer.echo(f"{n} deletions in {rd.deletions_jsonl}")
 
 
 @app.command()
@@ -202,14 +204,15 @@ def verify(
       featdel verify runs/a --full-suite --reruns 5 -j 2
     """
     from featdel.progress import StepProgress, verdict_summary
-    from featdel.records import Deletion, read_jsonl
+    from featdel.rundir import RunDir
     from featdel.sandboxes import get_backend
     from featdel.verify import VerifyOptions, verify_all
 
     with cli_errors(verbose):
-        _need(out / "deletions.jsonl", "run `featdel delete DIR` first")
+        rd = RunDir(out)
+        rd.need(rd.deletions_jsonl, "run `featdel delete DIR` first")
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
-        ids = [d.deletion_id for d in read_jsonl(out / "deletions.jsonl", Deletion)]
+        ids = [d.deletion_id for d in rd.deletions()]
         opts = VerifyOptions(reruns=reruns, full_suite=full_suite, seed=seed)
         with StepProgress("verifying", ids) as progress:
             verdicts = verify_all(out, backend, opts, jobs=workers, on_step=progress.step)
@@ -237,11 +240,13 @@ def package(
       duckdb -c "select instance_id, len(FAIL_TO_PASS) from read_parquet('runs/a/tasks/*.parquet')"
     """
     from featdel.package import package as write
+    from featdel.rundir import RunDir
 
     with cli_errors(verbose):
-        _need(out / "verdicts.jsonl", "run `featdel verify DIR` first")
+        rd = RunDir(out)
+        rd.need(rd.verdicts_jsonl, "run `featdel verify DIR` first")
         tasks, envs = write(out, hide_tests=hide_tests)
-        typer.echo(f"{tasks} tasks in {out / 'tasks'}, {envs} environments in {out / 'envs'}")
+        typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
 
 
 @app.command()
@@ -272,7 +277,7 @@ def run(
     """
     from featdel.package import package as write
     from featdel.progress import StepProgress, verdict_summary
-    from featdel.records import Deletion, read_jsonl
+    from featdel.rundir import RunDir
     from featdel.sandboxes import get_backend
     from featdel.verify import VerifyOptions, verify_all
 
@@ -281,13 +286,14 @@ def run(
         _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers)
         per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
         _delete(out, strategy, per_repo, seed, strip_docstrings, backend)
-        ids = [d.deletion_id for d in read_jsonl(out / "deletions.jsonl", Deletion)]
+        rd = RunDir(out)
+        ids = [d.deletion_id for d in rd.deletions()]
         with StepProgress("verifying", ids) as progress:
             verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), jobs=workers,
                                   on_step=progress.step)
         tasks, envs = write(out, max_tasks=max_tasks, hide_tests=hide_tests)
         verdict_summary(verdicts)
-        typer.echo(f"{tasks} tasks in {out / 'tasks'}, {envs} environments in {out / 'envs'}")
+        typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
 
 
 @app.command()
@@ -305,9 +311,10 @@ def show(
       featdel show runs/a inflection-0.5.1__body__1a2b3c4d
     """
     from featdel.progress import show_task, task_list
+    from featdel.rundir import RunDir
 
     with cli_errors(verbose):
-        _need(out / "tasks", "run `featdel package DIR` first")
+        RunDir(out).need(RunDir(out).tasks_dir, "run `featdel package DIR` first")
         show_task(out, instance_id) if instance_id else task_list(out)
 
 
@@ -361,10 +368,11 @@ def evaluate(
     from featdel.evaluate import evaluate as grade_all
     from featdel.evaluate import read_predictions
     from featdel.progress import StepProgress, grade_summary
+    from featdel.rundir import RunDir
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
-        _need(tasks / "tasks", "run `featdel package DIR` first")
+        RunDir(tasks).need(RunDir(tasks).tasks_dir, "run `featdel package DIR` first")
         backend = get_backend(sandbox)
         ids = [p.instance_id for p in read_predictions(predictions)]
         with StepProgress("grading", ids) as progress:
@@ -372,13 +380,6 @@ def evaluate(
                                 timeout_s=timeout, on_step=progress.step)
         grade_summary(results)
         typer.echo(f"{len(results)} results in {out}")
-
-
-def _need(path: Path, how: str) -> None:
-    from featdel.errors import RunDirError
-
-    if not path.exists():
-        raise RunDirError(f"{path} is missing: {how}")
 
 
 def _mine_stage(entries, out: Path, backend, limits, workers: int) -> None:

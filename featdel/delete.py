@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featdel.coverage_map import CoverageMap
-from featdel.records import (Candidate, Deletion, RepoRecord, RepoStatus, Verdict, VerdictStatus,
-                             append_jsonl, read_jsonl)
+from featdel.records import Candidate, Deletion, RepoRecord, Verdict, VerdictStatus
+from featdel.rundir import RunDir
 from featdel.spans import is_test_path
 
 
@@ -71,8 +71,8 @@ def delete_repo(
     from featdel.deletion.base import deletion_id
     from featdel.trees import extract
 
-    repo_dir = run_dir / "repos" / record.name
-    cmap = CoverageMap.load(repo_dir / "coverage.json")
+    rd = RunDir(run_dir)
+    cmap = CoverageMap.load(rd.coverage(record.name))
     pool = candidates(record, cmap, bounds)
     rng = random.Random(seed ^ zlib.crc32(record.name.encode()))
     # Attempts that a strategy refuses are recorded and do not count towards max_candidates.
@@ -80,7 +80,7 @@ def delete_repo(
     made: list[Deletion] = []
     seen: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:
-        original = extract(repo_dir / "snapshot.tar.gz", Path(tmp) / "orig")
+        original = extract(rd.snapshot(record.name), Path(tmp) / "orig")
         check = check_factory(original)
         for cand, name in pairs:
             if len(made) >= max_candidates:
@@ -91,38 +91,34 @@ def delete_repo(
             try:
                 deletion = delete(original, cand, name, check=check, keep_docstrings=keep_docstrings, seed=seed)
             except NotApplicable as exc:  # the strategy refuses: a refusal, not a candidate
-                append_jsonl(run_dir / "verdicts.jsonl", Verdict(**base, status=VerdictStatus.REJECTED,
-                                                                 stage="delete", reason=str(exc)))
+                rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="delete", reason=str(exc)))
                 continue
             except Exception as exc:  # one candidate's crash is recorded; the batch goes on
-                append_jsonl(run_dir / "verdicts.jsonl", Verdict(
+                rd.add_verdict(Verdict(
                     **base, status=VerdictStatus.BROKEN, stage="delete", traceback=traceback.format_exc(),
                     reason=f"{type(exc).__name__}: {str(exc)[:200]}"))
                 continue
             if deletion.deletion_id in seen:
                 continue  # a feature deletion can cover a later candidate exactly
             seen.add(deletion.deletion_id)
-            append_jsonl(run_dir / "deletions.jsonl", deletion)
+            rd.add_deletion(deletion)
             made.append(deletion)
-    (repo_dir / "deleted.done").write_text(str(len(made)))
+    rd.deleted_marker(record.name).write_text(str(len(made)))
     return made
-
-
-def mined_repos(run_dir: Path) -> list[RepoRecord]:
-    from featdel.mine import latest_records
-
-    return [r for r in latest_records(run_dir).values() if r.status == RepoStatus.MINED]
 
 
 def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable],
                on_step: Callable[[str, str], None] = lambda repo, step: None, **kwargs) -> list[Deletion]:
     """Run `delete_repo` for every mined repo not yet done; return all deletions of the run.
     `check_for(record)` gives that repo's check factory (see `delete_repo`)."""
-    for record in mined_repos(run_dir):
-        if (run_dir / "repos" / record.name / "deleted.done").exists():
+    rd = RunDir(run_dir)
+    options = {k: v for k, v in kwargs.items() if k in ("strategies", "max_candidates", "seed", "keep_docstrings")}
+    rd.stage_options("deleted", options, started=any(rd.deleted_marker(r.name).exists() for r in rd.mined()))
+    for record in rd.mined():
+        if rd.deleted_marker(record.name).exists():
             on_step(record.name, "resumed")
             continue
         on_step(record.name, "deleting")
         delete_repo(record, run_dir, check_factory=check_for(record), **kwargs)
         on_step(record.name, "done")
-    return read_jsonl(run_dir / "deletions.jsonl", Deletion)
+    return rd.deletions()

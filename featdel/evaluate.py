@@ -24,6 +24,7 @@ from pathlib import Path
 from featdel.errors import RunDirError
 from featdel.grade import GradeResult, GradeStatus, GradeTask, grade
 from featdel.records import append_jsonl, read_jsonl
+from featdel.rundir import RunDir
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -66,8 +67,7 @@ def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None) 
     from featdel.package import read_envs, read_tasks
     from featdel.sources import cache_root
 
-    if not (run_dir / "tasks").is_dir():
-        raise RunDirError(f"{run_dir}/tasks is missing: run `featdel package {run_dir}` first")
+    RunDir(run_dir).need(RunDir(run_dir).tasks_dir, f"run `featdel package {run_dir}` first")
     env_rows = {row["env_id"]: row for row in read_envs(run_dir).to_pylist()}
     out: dict[str, GradeTask | str] = {}
     loaded: dict[str, envs.Env | None] = {}

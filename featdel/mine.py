@@ -15,12 +15,13 @@ import json
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from featdel.corpus import CorpusEntry
 from featdel.errors import FeatdelError
-from featdel.records import RepoRecord, RepoStatus, append_jsonl, read_jsonl
+from featdel.records import RepoRecord, RepoStatus
+from featdel.rundir import RunDir
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -34,11 +35,6 @@ class Thresholds:
     baseline_runs: int = 3
 
 
-def latest_records(run_dir: Path) -> dict[str, RepoRecord]:
-    """The last record of each source in repos.jsonl (a retried repo appends a new line)."""
-    return {r.source: r for r in read_jsonl(run_dir / "repos.jsonl", RepoRecord)}
-
-
 def mine(
     entries: list[CorpusEntry],
     run_dir: Path,
@@ -50,8 +46,10 @@ def mine(
 ) -> list[RepoRecord]:
     """Mine every entry not yet done; return the latest record of every entry."""
     run_dir = run_dir.resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    done = latest_records(run_dir)
+    rd = RunDir(run_dir)
+    done = rd.latest_repos()
+    rd.stage_options("mined", {"thresholds": asdict(thresholds), "sandbox": getattr(backend, "name", "")},
+                     started=bool(done))
     todo = [e for e in entries if e.source not in done or done[e.source].status == RepoStatus.BROKEN]
     for e in entries:
         if e not in todo:
@@ -59,7 +57,7 @@ def mine(
 
     def work(entry: CorpusEntry) -> RepoRecord:
         record = mine_one(entry, run_dir, backend=backend, thresholds=thresholds, on_step=on_step)
-        append_jsonl(run_dir / "repos.jsonl", record)
+        rd.add_repo(record)
         on_step(entry.source, "done")
         return record
 
@@ -82,7 +80,7 @@ def mine_one(entry: CorpusEntry, run_dir: Path, *, backend, thresholds: Threshol
         record = replace(record, name=pinned.name, commit=pinned.commit)
         from featdel.trees import write_snapshot
 
-        snapshot = run_dir / "repos" / pinned.name / "snapshot.tar.gz"
+        snapshot = RunDir(run_dir).snapshot(pinned.name)
         if not snapshot.exists():
             write_snapshot(pinned.repo, pinned.commit, snapshot)
         first = None
@@ -114,7 +112,7 @@ def _attempt(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, back
         record = replace(record, image_name=_repo_image(env))
     on_step(entry.source, "baseline")
     timeout = entry.overrides.timeout_s or thresholds.max_suite_seconds
-    return _baseline(record, env, run_dir / "repos" / pinned.name, backend, thresholds, timeout)
+    return _baseline(record, env, RunDir(run_dir), backend, thresholds, timeout)
 
 
 def _repo_image(env) -> str:
@@ -126,10 +124,11 @@ def _repo_image(env) -> str:
     return build_repo_image(env.root, python_prefix=env.python_prefix)
 
 
-def _baseline(record: RepoRecord, env, out: Path, backend, thresholds: Thresholds, timeout: float) -> RepoRecord:
+def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Thresholds, timeout: float) -> RepoRecord:
     from featdel import coverage_map
     from featdel.testrun import RunOptions, run_suite
 
+    out = rd.repo_dir(record.name)
     out.mkdir(parents=True, exist_ok=True)
     data_file = out / "coverage.sqlite"
     runs = []
@@ -152,7 +151,7 @@ def _baseline(record: RepoRecord, env, out: Path, backend, thresholds: Threshold
     passed = {t for t, o in stable.items() if o == "passed"}
     failed = {t for t, o in stable.items() if o in ("failed", "error")}
     seconds = min(r.seconds for r in runs[1:]) if len(runs) > 1 else runs[0].seconds
-    (out / "baseline.json").write_text(json.dumps({
+    rd.baseline(record.name).write_text(json.dumps({
         "runs": len(runs),
         "suite_seconds": [round(r.seconds, 3) for r in runs],
         "tests": {t: {"outcomes": per_test[t], "flaky": t in flaky,
@@ -160,7 +159,7 @@ def _baseline(record: RepoRecord, env, out: Path, backend, thresholds: Threshold
         "collect_errors": runs[0].collect_errors,
     }, indent=1))
     cmap = coverage_map.build(env.src, env.recipe.package_dirs, data_file, passed)
-    cmap.save(out / "coverage.json")
+    cmap.save(rd.coverage(record.name))
     data_file.unlink(missing_ok=True)
     record = replace(
         record, collected=len(runs[0].collected), passed=len(passed), failed=len(failed),

@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 
 from featdel import difficulty, trees
 from featdel.errors import RunDirError
-from featdel.records import Deletion, RepoRecord, Verdict, VerdictStatus, read_jsonl
+from featdel.records import Deletion, RepoRecord, Verdict, VerdictStatus
+from featdel.rundir import RunDir
 
 DIFFICULTY = pa.struct([
     ("deleted_lines", pa.int32()), ("deleted_symbols", pa.int32()), ("files", pa.int32()),
@@ -55,11 +56,11 @@ def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = F
     """Write the shards (replacing earlier ones); return (tasks, envs) written. With
     `hide_tests`, the start state also lacks the files of the F2P tests, and `test_patch`
     (SWE-bench meaning: applied before grading) brings them back."""
-    from featdel.mine import latest_records
-
-    records = {r.name: r for r in latest_records(run_dir).values()}
-    deletions = {d.deletion_id: d for d in read_jsonl(run_dir / "deletions.jsonl", Deletion)}
-    verified = [v for v in read_jsonl(run_dir / "verdicts.jsonl", Verdict) if v.status == VerdictStatus.VERIFIED]
+    rd = RunDir(run_dir)
+    rd.stage_options("packaged", {"hide_tests": hide_tests, "max_tasks": max_tasks}, started=False)
+    records = {r.name: r for r in rd.latest_repos().values()}
+    deletions = {d.deletion_id: d for d in rd.deletions()}
+    verified = [v for v in rd.verdicts() if v.status == VerdictStatus.VERIFIED]
     now = dt.datetime.now(dt.UTC)
     rows, used = [], {}
     for v in sorted(verified, key=lambda v: v.deletion_id)[:max_tasks]:
@@ -67,14 +68,14 @@ def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = F
         used[v.repo] = record
         rows.append(task_row(run_dir, record, deletion, v, now, hide_tests=hide_tests))
     env_rows = [env_row(run_dir, r) for r in sorted(used.values(), key=lambda r: r.name)]
-    _write(run_dir / "tasks", "tasks", rows, TASK_SCHEMA)
-    _write(run_dir / "envs", "envs", env_rows, ENV_SCHEMA)
+    _write(rd.tasks_dir, "tasks", rows, TASK_SCHEMA)
+    _write(rd.envs_dir, "envs", env_rows, ENV_SCHEMA)
     return len(rows), len(env_rows)
 
 
 def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Verdict, now,
              *, hide_tests: bool = False) -> dict:
-    snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"
+    snapshot = RunDir(run_dir).snapshot(record.name)
     # What ships is what verify checked: its patches and statement, and a start state whose hash
     # matches the one it tested. Hidden tests: the F2P test files leave the start state and
     # `test_patch` restores them; the graded tree (start + patch + test_patch) is the verified one.
@@ -105,7 +106,7 @@ def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Ver
 
 
 def env_row(run_dir: Path, record: RepoRecord) -> dict:
-    snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"
+    snapshot = RunDir(run_dir).snapshot(record.name)
     return {
         "env_id": env_id(record), "repo": record.name, "source": record.source, "base_commit": record.commit,
         "python": record.recipe.python, "install": record.recipe.install, "test_cmd": record.recipe.test_cmd,
@@ -123,8 +124,8 @@ def _write(folder: Path, stem: str, rows: list[dict], schema: pa.Schema) -> None
 
 
 def read_tasks(run_dir: Path) -> pa.Table:
-    return pq.read_table(run_dir / "tasks", schema=TASK_SCHEMA)
+    return pq.read_table(RunDir(run_dir).tasks_dir, schema=TASK_SCHEMA)
 
 
 def read_envs(run_dir: Path) -> pa.Table:
-    return pq.read_table(run_dir / "envs", schema=ENV_SCHEMA)
+    return pq.read_table(RunDir(run_dir).envs_dir, schema=ENV_SCHEMA)

@@ -20,6 +20,7 @@ The verdict keeps what was checked (patches, statement, start-state hash) for `p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import shutil
@@ -34,7 +35,8 @@ from featdel import envs, exposure, leaks, quality, statement, trees
 from featdel.coverage_map import CoverageMap
 from featdel.errors import SandboxError
 from featdel.grade import GradeStatus, GradeTask, grade
-from featdel.records import (Deletion, RepoRecord, Verdict, VerdictStatus, append_jsonl, read_jsonl)
+from featdel.records import Deletion, RepoRecord, Verdict, VerdictStatus
+from featdel.rundir import RunDir
 from featdel.spans import has_syntax_error
 from featdel.testrun import RunOptions, SuiteRun, run_suite
 
@@ -76,15 +78,15 @@ class RepoContext:
 
     @classmethod
     def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
-        repo_dir = run_dir / "repos" / record.name
+        rd = RunDir(run_dir)
         env = envs.load(Path(record.env_dir))
         if env is None:
             raise Broke(f"environment {record.env_dir} is missing; run `featdel mine` again")
-        baseline = json.loads((repo_dir / "baseline.json").read_text())
+        baseline = json.loads(rd.baseline(record.name).read_text())
         tests = baseline["tests"]
         passing = sorted(t for t, v in tests.items() if not v["flaky"] and set(v["outcomes"]) == {"passed"})
-        return cls(record=record, env=env, snapshot=repo_dir / "snapshot.tar.gz",
-                   cmap=CoverageMap.load(repo_dir / "coverage.json"), passing=passing, collected=set(tests),
+        return cls(record=record, env=env, snapshot=rd.snapshot(record.name),
+                   cmap=CoverageMap.load(rd.coverage(record.name)), passing=passing, collected=set(tests),
                    image=record.image_name)
 
 
@@ -316,14 +318,15 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
 def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *, jobs: int = 1,
                on_step=lambda item, step: None) -> list[Verdict]:
     """Verify every deletion that has no verdict yet; return all verdicts of the run."""
-    from featdel.mine import latest_records
-
-    done = {v.deletion_id for v in read_jsonl(run_dir / "verdicts.jsonl", Verdict)}
-    todo = [d for d in read_jsonl(run_dir / "deletions.jsonl", Deletion) if d.deletion_id not in done]
-    for d in read_jsonl(run_dir / "deletions.jsonl", Deletion):
+    rd = RunDir(run_dir)
+    deletions = rd.deletions()
+    done = {v.deletion_id for v in rd.verdicts()}
+    rd.stage_options("verified", dataclasses.asdict(opts), started=any(d.deletion_id in done for d in deletions))
+    todo = [d for d in deletions if d.deletion_id not in done]
+    for d in deletions:
         if d.deletion_id in done:
             on_step(d.deletion_id, "resumed")
-    records = {r.name: r for r in latest_records(run_dir).values()}
+    records = {r.name: r for r in rd.latest_repos().values()}
     contexts: dict[str, RepoContext | str] = {}
 
     def work(deletion: Deletion) -> Verdict:
@@ -339,10 +342,10 @@ def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *,
                               target=deletion.target, status=VerdictStatus.BROKEN, stage="sandbox", reason=ctx)
         else:
             verdict = verify_one(ctx, deletion, backend, opts)
-        append_jsonl(run_dir / "verdicts.jsonl", verdict)
+        rd.add_verdict(verdict)
         on_step(deletion.deletion_id, "done")
         return verdict
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(work, todo))
-    return read_jsonl(run_dir / "verdicts.jsonl", Verdict)
+    return rd.verdicts()

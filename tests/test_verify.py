@@ -71,11 +71,11 @@ def test_skipped_test_is_not_a_failure(run, local_backend, tmp_path):
     for v in verdicts:
         assert "tests/test_skip.py::test_whisper_or_skip" not in v.FAIL_TO_PASS
     from featdel.deletion import delete
-    from featdel.mine import latest_records
+    from featdel.rundir import RunDir
     from featdel.records import Candidate
     from featdel.trees import extract
 
-    record = next(iter(latest_records(run_dir).values()))
+    record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
     original = extract(ctx.snapshot, tmp_path / "orig")
     tests = ["tests/test_skip.py::test_whisper_or_skip", "tests/test_text.py::test_whisper"]
@@ -129,9 +129,9 @@ def test_broken_environment_is_broken_not_rejected(run, local_backend, tmp_path)
     run_dir, _ = run
     from dataclasses import replace
 
-    from featdel.mine import latest_records
+    from featdel.rundir import RunDir
 
-    record = next(iter(latest_records(run_dir).values()))
+    record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
     fake_root = tmp_path / "env"
     (fake_root / "src").mkdir(parents=True)
@@ -178,9 +178,9 @@ def test_hidden_tests_leave_the_start_state_and_test_patch_restores_them(run, lo
 
 def test_a_deletion_that_makes_tests_hang_is_rejected_at_the_timeout(run, local_backend):
     run_dir, _ = run
-    from featdel.mine import latest_records
+    from featdel.rundir import RunDir
 
-    record = next(iter(latest_records(run_dir).values()))
+    record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
     text = SKIPPING["tinylib/text.py"].replace("def whisper(s):\n    return s.lower()",
                                                "def whisper(s):\n    while True:\n        pass")
@@ -194,9 +194,9 @@ def test_a_deletion_that_makes_tests_hang_is_rejected_at_the_timeout(run, local_
 
 def test_an_edit_that_does_not_parse_is_rejected_at_build(run, local_backend):
     run_dir, _ = run
-    from featdel.mine import latest_records
+    from featdel.rundir import RunDir
 
-    record = next(iter(latest_records(run_dir).values()))
+    record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
     deletion = Deletion(deletion_id="tinylib__bad__0", repo=record.name, strategy="body",
                         target="tinylib/text.py::whisper", deleted_symbols=["tinylib/text.py::whisper"],
@@ -264,11 +264,11 @@ def test_evaluate_gold_resolves_empty_does_not_and_bad_lines_are_recorded(run, l
 def test_a_task_a_trivial_body_solves_is_rejected_at_stub(run, local_backend, tmp_path):
     run_dir, _ = run
     from featdel.deletion import delete
-    from featdel.mine import latest_records
+    from featdel.rundir import RunDir
     from featdel.records import Candidate, VerdictStatus
     from featdel.trees import extract
 
-    record = next(iter(latest_records(run_dir).values()))
+    record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
     original = extract(ctx.snapshot, tmp_path / "orig")
     cand = Candidate(repo=record.name, path="tinylib/box.py", qualname="clear", kind="function", lines=4,
@@ -282,10 +282,10 @@ def test_a_crash_on_one_candidate_is_a_broken_verdict_with_its_traceback(run, lo
     run_dir, _ = run
     from dataclasses import replace
 
-    from featdel.mine import latest_records
+    from featdel.rundir import RunDir
     from featdel.records import VerdictStatus
 
-    record = next(iter(latest_records(run_dir).values()))
+    record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
     good = next(d for d in read_jsonl(run_dir / "deletions.jsonl", Deletion) if d.strategy == "body")
     # A symbol in a file the repository does not have: reading it fails deep inside a rule.
@@ -300,11 +300,11 @@ def test_a_copy_of_the_package_in_the_environment_is_a_leak(run, local_backend, 
     import shutil
 
     from featdel import exposure
-    from featdel.mine import latest_records
+    from featdel.rundir import RunDir
     from featdel.records import VerdictStatus
     from featdel.trees import extract
 
-    record = next(iter(latest_records(run_dir).values()))
+    record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
     verified = {v.deletion_id for v in verdicts if v.status == VerdictStatus.VERIFIED}
     deletion = next(d for d in read_jsonl(run_dir / "deletions.jsonl", Deletion) if d.deletion_id in verified)
@@ -319,3 +319,11 @@ def test_a_copy_of_the_package_in_the_environment_is_a_leak(run, local_backend, 
         exposure.forget()
     assert (verdict.status, verdict.stage) == (VerdictStatus.REJECTED, "leak"), verdict
     assert "another copy of the package `tinylib`" in verdict.reason
+
+
+def test_resuming_verification_with_other_options_says_so(run, local_backend):
+    run_dir, _ = run
+    from featdel.errors import RunDirError
+
+    with pytest.raises(RunDirError, match="reruns=2"):
+        verify_all(run_dir, local_backend, VerifyOptions(reruns=4))
