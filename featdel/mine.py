@@ -92,6 +92,14 @@ def mine_one(entry: CorpusEntry, run_dir: Path, *, backend, thresholds: Threshol
         return first
     except FeatdelError as exc:
         return replace(record, status=RepoStatus.BROKEN, reason=str(exc))
+    except Exception as exc:  # a surprise on one repo is recorded (and retried on resume), never fatal
+        import traceback
+
+        where = RunDir(run_dir).repo_dir(record.name.replace("/", "_"))
+        where.mkdir(parents=True, exist_ok=True)
+        (where / "traceback.txt").write_text(traceback.format_exc())
+        return replace(record, status=RepoStatus.BROKEN,
+                       reason=f"{type(exc).__name__}: {str(exc)[:200]} (traceback in {where / 'traceback.txt'})")
 
 
 def _attempt(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, backend, thresholds: Thresholds,
