@@ -54,7 +54,6 @@ def write(deletion: Deletion, original: Path, fail_to_pass: list[str], *, max_te
             lines.append(f"- `{qualname}` ({sym.kind}; {where}):")
             lines.append("")
             lines.append("  ```python")
-            depth = qualname.count(".")
             for i, outer in enumerate(qualname.split(".")[:-1]):
                 cls = known.get(".".join(qualname.split(".")[: i + 1]), [])
                 lines.append("  " + "    " * i + (cls[0].signature if cls else f"class {outer}:"))
