@@ -24,7 +24,7 @@ import keyword
 import re
 import textwrap
 import tokenize
-from collections.abc import Set
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,7 +172,7 @@ def _body_splice(lines: Lines, outer, text: bytes, keep_docstring: bool) -> Spli
     return Splice(lines.content_end(colon.start_point[0]), end, indent + text)
 
 
-def similarity(deleted: list[str], start: Path, *, exclude: Set[str] = frozenset()) -> Similarity:
+def similarity(deleted: list[str], start: Path, *, exclude: AbstractSet[str] = frozenset()) -> Similarity:
     """How close the deleted snippets come to a body left in the start state's source files (test
     files and `exclude`d "path::qualname" aside): the best `SequenceMatcher.ratio` of normalised
     token streams. A snippet that is one definition is compared by its body; a class's with class
@@ -197,7 +197,7 @@ def similarity(deleted: list[str], start: Path, *, exclude: Set[str] = frozenset
     return Similarity(score=best, nearest=nearest)
 
 
-def _start_units(start: Path, exclude: Set[str]):
+def _start_units(start: Path, exclude: AbstractSet[str]):
     for path in python_files(start):
         rel = path.relative_to(start).as_posix()
         if is_test_path(rel):

@@ -119,7 +119,7 @@ def _bodies_cut(text: str, path: str, deleted: set[str]) -> str:
     comments between a header and its first statement go with the body."""
     data = text.encode()
     syms = symbols(data, path)
-    inside = lambda s, o: o.start_byte <= s.start_byte and s.end_byte <= o.end_byte and s != o  # noqa: E731
+    inside = lambda s, o: o.start_byte <= s.start_byte and s.end_byte <= o.end_byte and s != o
     cuts = []
     for sym in syms:
         if sym.qualname not in deleted or any(o.qualname in deleted and inside(sym, o) for o in syms):
