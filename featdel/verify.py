@@ -12,7 +12,7 @@ For each deletion, in order (the first rule that fails ends it, and the verdict 
   leak    the deleted code has a distinctive line, and none is in the start state (git objects
           decompressed), the environment, what the sandbox shows, or the problem statement
   noop    the grader, given the empty patch, fails every F2P test; P2P = the whole stable
-          passing baseline that still passes (never a sample)
+          passing baseline but F2P (never a sample), some of which may fail in the start state
   gold    the grader, given `patch`, resolves the task (every F2P and P2P test passes)
 The verdict keeps what was checked (patches, statement, start-state hash) for `package`.
 "Sandbox or environment broke" ends as status `broken`, never as `rejected`.
@@ -292,18 +292,19 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
         hit = leaks.audit(needles, [start], {"problem_statement": text}) or _exposed(ctx, start, needles, backend)
         if hit:
             raise Rejected("leak", f"deleted code found at {hit}")
-        # P2P is the whole stable passing baseline that still passes without the feature; the
-        # empty patch (no-op) and the gold patch go through the grader learners are scored by.
-        whole = [t for t in ctx.passing if t.split("::")[0] not in deleted_files and t not in set(failing)]
+        # P2P is the whole stable passing baseline but F2P (never a sample). Some of it fails in
+        # the start state (tests a trivial body passes, tests the deletion breaks that coverage
+        # did not tie to it): the fix must make those pass too, so they stay. The empty patch
+        # (no-op) and the gold patch go through the grader learners are scored by.
+        p2p = [t for t in ctx.passing if t.split("::")[0] not in deleted_files and t not in set(failing)]
         timeout = opts.run_timeout(ctx)
-        noop = grade(grade_task(ctx, deletion_patch, patch, failing, whole, timeout), "", backend)
+        noop = grade(grade_task(ctx, deletion_patch, patch, failing, p2p, timeout), "", backend)
         spent.append(noop.seconds)
         if noop.status == GradeStatus.BROKEN:
             raise Broke(noop.reason)
         if noop.status == GradeStatus.RESOLVED or any(o == "passed" for o in noop.fail_to_pass.values()):
             passing = sorted(t for t, o in noop.fail_to_pass.items() if o == "passed")
             raise Rejected("noop", f"the unchanged start state passes {passing[0] if passing else 'every test'}")
-        p2p = [t for t in whole if noop.pass_to_pass.get(t) == "passed"]
         gold = grade(grade_task(ctx, deletion_patch, patch, failing, p2p, timeout), patch, backend)
         spent.append(gold.seconds)
         if gold.status == GradeStatus.BROKEN:

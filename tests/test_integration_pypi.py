@@ -1,5 +1,6 @@
 """End to end on a real PyPI sdist through the CLI: `featdel run` mines inflection 0.5.1,
-yields verified tasks, and a second run reuses the environment and every finished stage."""
+yields verified tasks, a second run reuses the environment and every finished stage, and a run
+with other options is refused rather than silently mixed in."""
 
 from __future__ import annotations
 
@@ -39,11 +40,15 @@ def test_run_on_a_real_sdist_and_resume(tmp_path, featdel_cache):
 
     env_dir = Path(record["env_dir"])
     stamp = (env_dir / "ready.json").stat().st_mtime_ns
-    second = featdel("run", "pypi:inflection==0.5.1", "--out", str(out), "--max-candidates", "3")
+    second = featdel("run", "pypi:inflection==0.5.1", "--out", str(out), "--max-candidates", "3", "-s", "body",
+                     "-s", "function")
     assert second.returncode == 0, second.stderr[-2000:]
     assert (env_dir / "ready.json").stat().st_mtime_ns == stamp  # environment reused
     assert (out / "verdicts.jsonl").read_text().splitlines() == verdicts  # nothing re-verified
     assert len((out / "repos.jsonl").read_text().splitlines()) == 1  # nothing re-mined
+    # Resuming with other options would silently do nothing: it is refused, naming the difference.
+    other = featdel("run", "pypi:inflection==0.5.1", "--out", str(out), "--max-candidates", "3")
+    assert other.returncode == 2 and "strategies=['body', 'function']" in other.stderr, other.stderr
 
 
 def test_cli_errors_are_one_line(tmp_path):
