@@ -205,7 +205,7 @@ def test_hostile_patch_earns_nothing(name, task, start, local_backend, tmp_path)
     edits, beyond_scan = HOSTILE[name]
     patch = make_patch(start, tmp_path, edits)
     assert patch.strip(), "the hostile patch must change something"
-    short = dataclasses.replace(task, timeout_s=15)
+    short = dataclasses.replace(task, timeout_s=10)
     for allow_suspect in (False, True) if beyond_scan else (False,):
         result = grade(short, patch, local_backend, allow_suspect=allow_suspect, out_dir=tmp_path / f"out{allow_suspect}")
         assert result.reward == 0.0, (name, allow_suspect, result)
