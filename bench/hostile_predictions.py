@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,16 +32,11 @@ ATEXIT = ("\nimport atexit as _a, json as _j, os as _o\n_p = _o.environ.get('FEA
 
 
 def _diff(start: Path, edits: dict[str, str | None]) -> str:
+    from featdel.trees import apply_edits, copy_tree
+
     with tempfile.TemporaryDirectory(prefix="featdel-hostile-") as tmp:
-        tree = Path(tmp) / "t"
-        shutil.copytree(start, tree, symlinks=True)
-        for rel, text in edits.items():
-            path = tree / rel
-            if text is None:
-                path.unlink(missing_ok=True)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
+        tree = copy_tree(start, Path(tmp) / "t")
+        apply_edits(tree, edits)
         subprocess.run(["git", "add", "-A", "-f"], cwd=tree, check=True, capture_output=True)
         return subprocess.run(["git", "diff", "--cached", "--binary"], cwd=tree, check=True,
                               capture_output=True, text=True).stdout
