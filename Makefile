@@ -1,5 +1,6 @@
 # Two entry points: `make demo` (set up, then run featdel on the default corpus) and
-# `make test` (set up, then run the whole test suite). Both build .venv first.
+# `make test` (set up, then run the whole test suite). Both build .venv first and install the
+# system packages they need through .ci/setup (as root on Debian/Ubuntu; otherwise it says how).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -17,9 +18,11 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: venv
+	bash .ci/setup demo
 	$(BIN)/featdel run --corpus corpora/default.toml --out $(DEMO_OUT) --max-candidates 6
 
 test: venv
+	bash .ci/setup test
 	$(BIN)/python -m pytest -q
 
 clean:

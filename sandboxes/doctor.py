@@ -108,7 +108,7 @@ def checks(*, smoke: bool = True) -> list[Check]:
     bwrap = shutil.which("bwrap")
     out.append(Check(name="bubblewrap", ok=bwrap is not None,
                      found=_version([bwrap, "--version"]) if bwrap else "not installed",
-                     fix="apt-get install bubblewrap"))
+                     fix="sudo apt-get install -y bubblewrap  (`make demo` and `make test` do it as root: .ci/setup)"))
     for tool in ("setpriv", "prlimit"):
         path = shutil.which(tool)
         out.append(Check(name=tool, ok=path is not None, found=path or "not installed",
@@ -139,6 +139,6 @@ def checks(*, smoke: bool = True) -> list[Check]:
             out.append(Check(name="docker sandbox", ok=ok, found=found, fix="see above", required=False))
     deb = shutil.which("debootstrap") or (Path("/usr/sbin/debootstrap").exists() and "/usr/sbin/debootstrap")
     out.append(Check(name="debootstrap", ok=bool(deb), found=str(deb) if deb else "not installed",
-                     fix="apt-get install debootstrap (builds the base image without a registry)",
+                     fix="sudo apt-get install -y debootstrap  (builds the base image without a registry; `make test` does it as root)",
                      required=False))
     return out
