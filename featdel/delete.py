@@ -1,8 +1,10 @@
 """Stage 2, delete: pick tested symbols from the coverage map and apply deletion strategies.
 
 In: a mined run directory. Out: `RUN_DIR/deletions.jsonl` (one `Deletion` per edit that passed
-the strategy's own import-and-collect check) and, for each candidate a strategy could not
-handle, a `rejected` verdict in `verdicts.jsonl` with the reason. The choice of candidates and
+the strategy's own import-and-collect check) and `rejected` verdicts in `verdicts.jsonl`: stage
+`build` for a deletion the check rolled back (a candidate that failed, counted in the yield), stage
+`delete` for a strategy that declined the target (a refusal: not a candidate, counted apart).
+`max_candidates` counts both kinds of candidate. The choice of candidates and
 strategies is seeded and deterministic. A repo whose deletions are done is marked
 `deleted.done` and skipped on the next run.
 """
@@ -67,7 +69,7 @@ def delete_repo(
     bounds: Bounds = Bounds(),
 ) -> list[Deletion]:
     """Deletions for one mined repo; `check_factory(original_tree)` gives the strategies' check."""
-    from featdel.deletion import NotApplicable, choose, delete
+    from featdel.deletion import NotApplicable, RolledBack, choose, delete
     from featdel.deletion.base import deletion_id
     from featdel.trees import extract
 
@@ -82,14 +84,19 @@ def delete_repo(
     with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:
         original = extract(rd.snapshot(record.name), Path(tmp) / "orig")
         check = check_factory(original)
+        made_or_rolled = 0
         for cand, name in pairs:
-            if len(made) >= max_candidates:
+            if len(made) + made_or_rolled >= max_candidates:
                 break
             target = f"{cand.path}::{cand.qualname}"
             base = dict(deletion_id=deletion_id(record.name, name, target, keep_docstrings), repo=record.name,
                         strategy=name, target=target)
             try:
                 deletion = delete(original, cand, name, check=check, keep_docstrings=keep_docstrings, seed=seed)
+            except RolledBack as exc:  # a deletion was made and the build check refused it: a candidate
+                rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="build", reason=str(exc)))
+                made_or_rolled += 1
+                continue
             except NotApplicable as exc:  # the strategy refuses: a refusal, not a candidate
                 rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="delete", reason=str(exc)))
                 continue
@@ -122,3 +129,38 @@ def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable],
         delete_repo(record, run_dir, check_factory=check_for(record), **kwargs)
         on_step(record.name, "done")
     return rd.deletions()
+
+
+def combine_all(run_dir: Path, *, seed: int = 0, max_per_repo: int = 3) -> list[Deletion]:
+    """The `combine` step, run after a first verify pass: for each repository, join 2-4 of its
+    verified, disjoint deletions into new `combine` deletions (featdel.deletion.combine) and add
+    those not yet in the run to `deletions.jsonl`, for a second verify pass. Deterministic in the
+    seed and the verified set, so a resumed run adds nothing twice. A repository with fewer than
+    two verified deletions gets a refusal verdict (not a candidate)."""
+    from featdel.deletion.combine import combine
+    from featdel.trees import extract
+
+    rd = RunDir(run_dir)
+    deletions = {d.deletion_id: d for d in rd.deletions()}
+    verdicts = rd.verdicts()
+    verified = {v.deletion_id for v in verdicts if v.status == VerdictStatus.VERIFIED}
+    refused = {v.deletion_id for v in verdicts if v.strategy == "combine"}
+    added: list[Deletion] = []
+    for record in rd.mined():
+        parts = [d for i, d in deletions.items() if i in verified and d.repo == record.name and d.strategy != "combine"]
+        rng = random.Random(seed ^ zlib.crc32(f"combine\0{record.name}".encode()))
+        with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:
+            original = extract(rd.snapshot(record.name), Path(tmp) / "orig")
+            made = combine(original, parts, rng, max_tasks=max_per_repo) if len(parts) >= 2 else []
+        if not made:
+            why_id = f"{record.name}__combine__none"
+            if why_id not in refused:
+                rd.add_verdict(Verdict(deletion_id=why_id, repo=record.name, strategy="combine", target="",
+                                       status=VerdictStatus.REJECTED, stage="delete",
+                                       reason=f"{len(parts)} verified deletions, no two of them disjoint"))
+            continue
+        for d in made:
+            if d.deletion_id not in deletions:
+                rd.add_deletion(d)
+                added.append(d)
+    return added

@@ -58,8 +58,9 @@ def repo_table(records) -> None:
 
 
 def verdict_summary(verdicts) -> None:
-    """Yield per strategy (a strategy's refusals are not candidates and count apart), then the
-    reasons candidates were not kept, by stage, with an example each."""
+    """Yield per strategy: a candidate is a deletion a strategy produced, those the build check
+    rolled back included (stage `build`); a strategy's refusals (stage `delete`) are not candidates
+    and get their own table by reason. Then the reasons candidates were not kept, by stage."""
     from collections import Counter, defaultdict
 
     out = Console(width=None if sys.stdout.isatty() else 160)
@@ -75,9 +76,20 @@ def verdict_summary(verdicts) -> None:
         table.add_row(name, str(c["verified"]), str(c["rejected"]), str(c["broken"]),
                       f"{100 * c['verified'] / total:.0f}" if total else "-", str(c["refused"]))
     out.print(table)
+    refusals: dict[tuple[str, str], list] = defaultdict(list)
+    for v in verdicts:
+        if v.stage == "delete" and v.status == "rejected":
+            refusals[(v.strategy, _reason_kind(v.reason))].append(v.reason)
+    if refusals:
+        why_not = Table(title="refused by strategy (not candidates)")
+        for col in ("strategy", "reason", "count", "example"):
+            why_not.add_column(col, overflow="fold")
+        for (name, kind), items in sorted(refusals.items(), key=lambda kv: (kv[0][0], -len(kv[1]))):
+            why_not.add_row(name, kind, str(len(items)), items[0][:120])
+        out.print(why_not)
     reasons: dict[str, list] = defaultdict(list)
     for v in verdicts:
-        if v.status != "verified":
+        if v.status != "verified" and not (v.stage == "delete" and v.status == "rejected"):
             reasons[f"{v.status}/{v.stage}: {_reason_kind(v.reason)}"].append(v.reason)
     if reasons:
         why = Table(title="why candidates were not kept")

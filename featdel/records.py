@@ -32,11 +32,16 @@ class Recipe:
     install: list[list[str]]  # argv lists, run in order inside the repo with the venv active
     test_cmd: list[str]  # argv, e.g. ["python", "-m", "pytest", "-p", "no:cacheprovider"]
     package_dirs: list[str]  # import roots relative to the repo ("src/pkg" or "pkg")
+    # What the install produced: every distribution in the venv as `NAME==VERSION` (pip freeze
+    # --all, the repo itself left out), sorted. Filled in after the build, so not part of `key()`.
+    lock: list[str] = dataclasses.field(default_factory=list)
 
     def key(self) -> str:
+        """The cache key of the requested recipe: everything but the `lock` it produced."""
         import hashlib
 
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+        wanted = {k: v for k, v in dataclasses.asdict(self).items() if k != "lock"}
+        blob = json.dumps(wanted, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
@@ -55,6 +60,8 @@ class RepoRecord:
     flaky: int = 0
     suite_seconds: float = 0.0
     coverage: float = 0.0  # percent of package lines executed by the suite
+    # test modules that could not be collected at baseline, "path: error", left out of the suite
+    left_out: list[str] = dataclasses.field(default_factory=list)
     status: RepoStatus = RepoStatus.BROKEN
     reason: str = ""
 
@@ -89,6 +96,11 @@ class Deletion:
     stubbed_symbols: list[str] = dataclasses.field(default_factory=list)
     # "path::qualname" a strategy tried to delete but kept because the check failed
     rolled_back: list[str] = dataclasses.field(default_factory=list)
+    # "path::name (what)" of wiring removed with the symbols: re-exports, `__all__` entries,
+    # aliases, registrations (not symbols: no definition of the name lives there)
+    wiring: list[str] = dataclasses.field(default_factory=list)
+    # a `combine` deletion: the deletion ids it joins
+    parts: list[str] = dataclasses.field(default_factory=list)
 
 
 def to_json(record: Any) -> str:
@@ -159,3 +171,4 @@ class Verdict:
     stub_passed: list[str] = dataclasses.field(default_factory=list)  # left F2P: a trivial body passes them
     timeout_s: float = 0.0  # per test run, for grading
     traceback: str = ""  # a crash while verifying (stage "crash")
+    verified_at: str = ""  # ISO 8601 UTC, set when verified: the task's `created_at`

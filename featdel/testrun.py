@@ -36,6 +36,7 @@ class SuiteRun:
     collected: list[str]
     collect_errors: list[str]
     exit_code: int
+    collect_messages: dict[str, str] = field(default_factory=dict)  # node id -> pytest's error text
     report_exitstatus: int | None = None  # what the report says pytest's exit status was
     seconds: float
     timed_out: bool = False
@@ -117,6 +118,8 @@ def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Pa
         durations={k: v["duration"] for k, v in data["tests"].items()},
         collected=data["collected"],
         collect_errors=[e["nodeid"] or "<session>" for e in data["collect_errors"]],
+        collect_messages={e["nodeid"] or "<session>": str(e.get("message", "")) for e in data["collect_errors"]
+                          if isinstance(e, dict)},
         exit_code=result.exit_code,
         report_exitstatus=data.get("exitstatus"),
         seconds=result.duration_s,
@@ -163,6 +166,10 @@ def _argv(env: Env, options: RunOptions, out_dir: Path) -> list[str]:
     else:
         raise ValueError(f"test command must start with `python -m pytest`: {test_cmd}")
     pytest_args += list(options.extra_args)
+    if any(env.venv.glob("lib/python*/site-packages/pytest_cov/")):
+        # A repo's `--cov` addopts would start a second tracer that takes over from ours
+        # (semver 3.0.2 mined at 0.0% line coverage): pytest-cov stands down, ours measures.
+        pytest_args.append("--no-cov")
     if options.collect_only:
         pytest_args.append("--collect-only")
     if options.tests is not None:

@@ -3,9 +3,15 @@
 In: a run directory with deletions. Out: one `Verdict` per deletion in `verdicts.jsonl`.
 For each deletion, in order (the first rule that fails ends it, and the verdict names it):
   build   the start state (snapshot + `git apply deletion_patch`, scrubbed, one commit) parses,
-          imports, and `pytest --collect-only` collects the baseline tests (minus deleted files)
-  tests   K runs of the selected tests: fail-to-pass = passed at baseline, fail or error in every
-          run (a skip is not a failure); F2P >= 1 (`reruns` when outcomes flip)
+          imports, and `pytest --collect-only` collects the baseline tests (minus deleted files).
+          One exception (featdel.deletion.gone): a test module whose collection fails only
+          because it imports a deleted name (ImportError / AttributeError naming it) is allowed,
+          and its baseline-passing tests join the selected tests as F2P candidates; any other
+          collection error rejects
+  tests   K runs of the selected tests (with `--continue-on-collection-errors`, so an allowed
+          module does not stop the others): fail-to-pass = passed at baseline, fail, error or
+          not collected in every run (a skip is not a failure); F2P >= 1 (`reruns` when outcomes
+          flip). The grader treats an uncollected F2P test as failed too, so noop and gold agree
   stub    tests that a trivial body (`pass`, `return None`, the first argument) makes pass leave
           F2P; a task left with none is rejected
   similar the deleted code is not a near copy (identifier-normalised) of code the start keeps
@@ -54,6 +60,10 @@ class VerifyOptions:
         return self.timeout_s or max(60.0, 10 * ctx.record.suite_seconds)
 
 
+# An allowed module that fails collection must not stop the other selected tests from running.
+CONTINUE = ["--continue-on-collection-errors"]
+
+
 class Broke(Exception):
     """The sandbox or environment broke while verifying: a `broken` verdict."""
 
@@ -90,8 +100,11 @@ class RepoContext:
                    image=record.image_name)
 
 
-def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) -> str | None:
-    """None when the tree imports and collects the baseline tests, else the reason."""
+def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str],
+                deleted_names: set[str] = frozenset(), allowed_out: set[str] | None = None) -> str | None:
+    """None when the tree imports and collects the baseline tests, else the reason. Test
+    modules that fail collection only by importing one of `deleted_names` are allowed (and
+    added to `allowed_out`)."""
     modules = [d.removeprefix("src/").removesuffix(".py").replace("/", ".") for d in ctx.env.recipe.package_dirs]
     # The script always prints one JSON line; anything else means the interpreter or sandbox broke.
     code = (
@@ -123,9 +136,15 @@ def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str]) 
         # The original tree collects in this environment, so a crash here is the edit's doing
         # (a name used at import that is gone): a reason, never a dead batch.
         return f"collection crashed: {run.broken}"
-    if run.collect_errors:
-        return f"collection fails: {run.collect_errors[0]}"
-    expected = {t for t in ctx.collected if t.split("::")[0] not in deleted_files}
+    from featdel.deletion.gone import allowed
+
+    messages = {e: run.collect_messages.get(e, "") for e in run.collect_errors}
+    ok, why = allowed(messages, set(deleted_names))
+    if why:
+        return f"collection fails: {why}"
+    if allowed_out is not None:
+        allowed_out |= ok
+    expected = {t for t in ctx.collected if t.split("::")[0] not in deleted_files | ok}
     missing = expected - set(run.collected)
     if missing:
         return f"{len(missing)} baseline tests are no longer collected, e.g. {sorted(missing)[0]}"
@@ -142,7 +161,7 @@ def make_check(ctx: RepoContext, backend):
                 shutil.copytree(original, tree, symlinks=True)
                 trees.apply_edits(tree, edits)
                 deleted = {p for p, text in edits.items() if text is None}
-                reason = build_check(ctx, tree, backend, deleted)
+                reason = build_check(ctx, tree, backend, deleted, removed_names(original, edits))
             return True if reason is None else reason
 
         return check
@@ -150,11 +169,22 @@ def make_check(ctx: RepoContext, backend):
     return factory
 
 
-def select_tests(ctx: RepoContext, deletion: Deletion, opts: VerifyOptions) -> tuple[list[str], list[str]]:
-    """(tests the coverage map ties to the deleted symbols, a seeded sample of the others)."""
+def removed_names(original: Path, edits: dict[str, str | None]) -> set[str]:
+    """The names an edit of the original tree removes (see featdel.deletion.gone)."""
+    from featdel.deletion.gone import deleted_names
+    from featdel.deletion.imports import module_name
+
+    paths = {p.relative_to(original).as_posix() for p in original.rglob("*.py")}
+    return deleted_names(lambda rel: (original / rel).read_bytes(), edits, lambda rel: module_name(rel, paths))
+
+
+def select_tests(ctx: RepoContext, deletion: Deletion, opts: VerifyOptions,
+                 unimportable: set[str] = frozenset()) -> tuple[list[str], list[str]]:
+    """(tests the coverage map ties to the deleted symbols, or that sit in a test module that
+    imports a deleted name, and a seeded sample of the others)."""
     deleted_files = {p for p, text in deletion.files.items() if text is None}
     refs = set(deletion.deleted_symbols)
-    tied = set()
+    tied = {t for t in ctx.passing if t.split("::")[0] in unimportable}
     for s in ctx.cmap.symbols:
         if f"{s.path}::{s.qualname}" in refs or s.path in deleted_files:
             tied.update(s.tests)
@@ -170,7 +200,8 @@ def select_tests(ctx: RepoContext, deletion: Deletion, opts: VerifyOptions) -> t
 def _run(ctx: RepoContext, backend, tree: Path, tests: list[str], opts: VerifyOptions, spent: list[float],
          stage: str) -> SuiteRun:
     timeout = opts.run_timeout(ctx)
-    run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=timeout), tree=tree, image=ctx.image)
+    run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=timeout, extra_args=CONTINUE), tree=tree,
+                    image=ctx.image)
     spent.append(run.seconds)
     if run.timed_out:  # the code under test hangs (a deletion can make a loop endless): not the sandbox
         raise Rejected(stage, f"the tests did not finish within {timeout:.0f}s")
@@ -224,11 +255,15 @@ def _stub_passes(ctx, deletion: Deletion, original: Path, tests: list[str], back
     """The tests among `tests` that some trivial body (`pass`, `return None`, the first
     argument) makes pass: a learner could earn them without the work."""
     passed: set[str] = set()
+    homes = {ref.partition("::")[0] for ref in deletion.deleted_symbols}
     for i, variant in enumerate(quality.stub_variants(original, deletion)):
-        deletion_patch, _ = trees.diff(ctx.snapshot, variant.files)
+        # wiring the deletion cut elsewhere (a re-export, an `__all__` entry) comes back with the
+        # stub, else the stub could never be imported and the gate would pass vacuously
+        files = {p: t for p, t in variant.files.items() if p in homes or t is None}
+        deletion_patch, _ = trees.diff(ctx.snapshot, files)
         tree = trees.start_state(ctx.snapshot, deletion_patch, tmp / f"stub{i}")
-        run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=opts.run_timeout(ctx)), tree=tree,
-                        image=ctx.image)
+        run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=opts.run_timeout(ctx), extra_args=CONTINUE),
+                        tree=tree, image=ctx.image)
         spent.append(run.seconds)
         if run.broken and not run.timed_out:
             raise Broke(run.broken)
@@ -259,10 +294,13 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
         for path, text in sorted(deletion.files.items()):
             if text is not None and has_syntax_error(text.encode()):
                 raise Rejected("build", f"{path} does not parse after the deletion")
-        reason = build_check(ctx, fresh("build"), backend, deleted_files)
+        original = trees.extract(ctx.snapshot, Path(tmp) / "original")
+        unimportable: set[str] = set()
+        reason = build_check(ctx, fresh("build"), backend, deleted_files, removed_names(original, deletion.files),
+                             unimportable)
         if reason:
             raise Rejected("build", reason)
-        tied, sample = select_tests(ctx, deletion, opts)
+        tied, sample = select_tests(ctx, deletion, opts, unimportable)
         if not tied:
             raise Rejected("tests", "no passing baseline test executes the deleted code")
         selected = tied + sample
@@ -273,7 +311,6 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
             if flipped:
                 raise Rejected("reruns", f"outcomes changed across {opts.reruns} runs, e.g. {flipped[0]}")
             raise Rejected("tests", f"none of the {len(tied)} tests tied to the deleted code fails")
-        original = trees.extract(ctx.snapshot, Path(tmp) / "original")
         stubbed = _stub_passes(ctx, deletion, original, failing, backend, opts, spent, Path(tmp))
         failing = [t for t in failing if t not in stubbed]
         if not failing:

@@ -1,8 +1,9 @@
 """Invariant: the `feature` strategy takes a public function or method together with exactly the
 private helpers only it uses (transitively, across files, dropping their names from `from`
 imports) and leaves every helper that anything else names: another function, a test, `__all__`.
-A feature its package re-exports is stubbed instead of removed, and each helper step that fails
-the check is rolled back alone."""
+A feature its package re-exports goes with its wiring (the re-export, its `__all__` entry); one
+whose wiring cannot go is stubbed instead; each helper step that fails the check is rolled back
+alone."""
 
 from __future__ import annotations
 
@@ -136,15 +137,32 @@ def test_feature_leaves_the_shared_helper(repo, check):
         feature(repo, check, "one")
 
 
-def test_reexported_feature_is_stubbed_and_its_helper_removed(repo, check):
+def test_reexported_feature_goes_with_its_wiring_and_helper(repo, check):
     d = feature(repo, check, "render")
+    assert sorted(d.files) == ["pkg/__init__.py", "pkg/api.py"]
+    assert d.files["pkg/__init__.py"] == "", "the re-export goes, so the package still imports"
+    api = d.files["pkg/api.py"]
+    assert "def render" not in api and "_fmt" not in api
+    assert '__all__ = ["report", "_listed"]' in api
+    assert d.stubbed_symbols == [] and d.deleted_symbols == ["pkg/api.py::render", "pkg/api.py::_fmt"]
+    assert d.wiring == ["pkg/__init__.py::render (import)", "pkg/api.py::render (__all__)"]
+
+
+def test_feature_whose_wiring_cannot_go_is_stubbed(repo, check):
+    def strict(edits):  # a real check, plus a rule that keeps the re-export
+        if "pkg/__init__.py" in edits:
+            return "the re-export is needed"
+        return check(edits)
+
+    cand = Candidate(repo="tiny", path="pkg/api.py", qualname="render", kind="function", lines=3, tests=[])
+    d = delete(repo, cand, "feature", check=strict)
     api = d.files["pkg/api.py"]
     assert 'def render(x):\n    """Render x."""\n    raise NotImplementedError\n' in api
-    assert "_fmt" not in api
+    assert "_fmt" not in api and d.wiring == []
     assert d.stubbed_symbols == ["pkg/api.py::render"]
     assert d.deleted_symbols == ["pkg/api.py::render", "pkg/api.py::_fmt"]
     assert d.keep_docstrings is True
-    stripped = feature(repo, check, "render", keep=False)
+    stripped = delete(repo, cand, "feature", check=strict, keep_docstrings=False)
     assert "Render x." not in stripped.files["pkg/api.py"]
     assert stripped.deletion_id != d.deletion_id
 

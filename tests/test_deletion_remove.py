@@ -1,7 +1,8 @@
 """Invariant: the `function`, `method` and `class` strategies remove every definition of the
 target (decorators, attached comments, a property's setter) and nothing else: the file stays
 valid Python (an emptied class keeps `pass`), blank lines collapse to the larger of the two runs,
-other files are byte-identical, and a removal that breaks import is rolled back by a real check."""
+other files are byte-identical unless they only re-export the name (the re-export goes too), and
+a removal that breaks import (a sibling module that uses the name) is rolled back by a real check."""
 
 from __future__ import annotations
 
@@ -137,10 +138,11 @@ def test_class_removal_lists_its_methods(repo, check):
     assert "    return 3\n\n\nclass Shape:" in new
 
 
-def test_removal_of_a_reexported_function_is_rolled_back(repo, check):
+def test_removal_of_a_reexported_function_takes_the_reexport(repo, check):
     cand = Candidate(repo="tiny", path="pkg/core.py", qualname="first", kind="function", lines=2, tests=[])
-    with pytest.raises(RolledBack, match="cannot import name 'first'"):
-        delete(repo, cand, "function", check=check)
+    d = delete(repo, cand, "function", check=check)
+    assert d.files["pkg/__init__.py"] == "" and "def first" not in d.files["pkg/core.py"]
+    assert d.wiring == ["pkg/__init__.py::first (import)"]
 
 
 def test_removal_of_a_class_imported_by_a_sibling_is_rolled_back(repo, check):

@@ -95,6 +95,7 @@ def make_deletion(
     removed: list[str],
     stubbed: list[str] | None = None,
     rolled_back: list[str] | None = None,
+    wiring: list[str] | None = None,
 ) -> Deletion:
     target = f"{candidate.path}::{candidate.qualname}"
     return Deletion(
@@ -108,6 +109,7 @@ def make_deletion(
         keep_docstrings=keep_docstrings,
         stubbed_symbols=list(stubbed or []),
         rolled_back=list(rolled_back or []),
+        wiring=list(wiring or []),
     )
 
 

@@ -1,21 +1,23 @@
-"""The `feature` strategy: a public function or method and the private helpers only it uses.
+"""The `feature` strategy: a public function, method or class, its wiring, and the private helpers
+only it uses.
 
-In: the original tree and a public function/method candidate. Out: edits across every file the
-feature and its helpers touch. Steps, each checked and rolled back alone (FeatureBench's loop):
-1. the feature itself is removed; if that fails the check (a re-export in `__init__.py`, a
-   decorator use at import time) its body is stubbed instead, keeping the signature and, by
-   option, the docstring; if that fails too the strategy is rolled back;
+In: the original tree and a public candidate. Out: edits across every file the feature, its
+wiring and its helpers touch. Steps, each checked and rolled back alone (FeatureBench's loop):
+1. the feature itself is removed; if that fails the check, it is removed together with what wires
+   it in (featdel.deletion.wiring: re-exports through `__init__.py`, `__all__` entries, aliases,
+   registry entries and registrations), recorded in `wiring`; if that fails too its body is
+   stubbed instead, keeping the signature and, by option, the docstring; if that fails as well the
+   strategy is rolled back;
 2. each helper from `callgraph.only_used_by`, in source order, is removed together with its name
    in plain `from <its module> import _h` statements of source files (the statement goes when no
    name is left). A helper whose step fails stays and is listed in `rolled_back`.
-A feature with no helper is refused: the `function`/`method` strategies already cover it. All
-splices of a file are recomputed from the original bytes at every step, so steps compose.
+A feature with no helper is refused: the `function`/`method`/`class` strategies already cover it.
+All splices of a file are recomputed from the original bytes at every step, so steps compose.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from featdel.deletion.base import (
@@ -33,68 +35,12 @@ from featdel.deletion.body import replaced, stub_splices
 from featdel.deletion.callgraph import Helper, file_imports, helpers_for, only_used_by
 from featdel.deletion.imports import module_name
 from featdel.deletion.remove import cut
-from featdel.deletion.splice import Lines, Splice, apply, removal, statement_node
+from featdel.deletion.splice import Lines, statement_node
+from featdel.deletion.wiring import Plan, find
 from featdel.records import Candidate, Deletion
 
 
-@dataclass
-class _FilePlan:
-    """What is cut from one file so far; rendered from the original bytes every time."""
-
-    nodes: list = field(default_factory=list)  # statements removed whole
-    drops: dict[int, set[int]] = field(default_factory=dict)  # from-import byte -> dropped names
-    stubs: list[Splice] = field(default_factory=list)
-
-    def copy(self) -> _FilePlan:
-        return _FilePlan(list(self.nodes), {k: set(v) for k, v in self.drops.items()}, list(self.stubs))
-
-
-def _name_splices(stmt, dropped: set[int]) -> list[Splice]:
-    """Splices dropping some names of a from-import that keeps at least one."""
-    names = list(stmt.children_by_field_name("name"))
-    gone = [n.start_byte in dropped for n in names]
-    tail = len(names)
-    while tail > 0 and gone[tail - 1]:
-        tail -= 1
-    out = [Splice(n.start_byte, names[i + 1].start_byte, b"") for i, n in enumerate(names[:tail]) if gone[i]]
-    if tail < len(names):
-        out.append(Splice(names[tail - 1].end_byte, names[-1].end_byte, b""))
-    return out
-
-
-class _Plan:
-    def __init__(self, tree: Tree):
-        self.tree = tree
-        self.files: dict[str, _FilePlan] = {}
-
-    def render(self) -> dict[str, str | None]:
-        edits: dict[str, str | None] = {}
-        for rel, plan in sorted(self.files.items()):
-            source, ts = self.tree.read(rel), self.tree.tree(rel)
-            nodes, splices = list(plan.nodes), list(plan.stubs)
-            for ref in file_imports(self.tree, rel):
-                dropped = plan.drops.get(ref.node.start_byte)
-                if not dropped:
-                    continue
-                if len(dropped) == len(ref.names) and not ref.aliased:
-                    nodes.append(ref.node)
-                else:
-                    splices += _name_splices(ref.node, dropped)
-            splices += removal(source, ts, nodes) if nodes else []
-            edits[rel] = decode(apply(source, splices))
-        return edits
-
-    def trial(self, change) -> tuple[_Plan, dict[str, str | None]]:
-        nxt = _Plan(self.tree)
-        nxt.files = {k: v.copy() for k, v in self.files.items()}
-        change(nxt)
-        return nxt, nxt.render()
-
-    def file(self, rel: str) -> _FilePlan:
-        return self.files.setdefault(rel, _FilePlan())
-
-
-def _drop_imports(plan: _Plan, helper: Helper, tree: Tree) -> None:
+def _drop_imports(plan: Plan, helper: Helper, tree: Tree) -> None:
     """Drop `helper` from the from-imports of source files that import it from its module."""
     paths = set(tree.paths())
     home = module_name(helper.path, paths)
@@ -111,7 +57,7 @@ def _drop_imports(plan: _Plan, helper: Helper, tree: Tree) -> None:
 
 class FeatureStrategy(KindStrategy):
     name = "feature"
-    kinds = frozenset({"function", "method"})
+    kinds = frozenset({"function", "method", "class"})
 
     def fits(self, candidate: Candidate) -> bool:
         return super().fits(candidate) and not candidate.qualname.rpartition(".")[2].startswith("_")
@@ -135,15 +81,28 @@ class FeatureStrategy(KindStrategy):
         rel, target = candidate.path, f"{candidate.path}::{candidate.qualname}"
         ts = tree.tree(rel)
         outers = [statement_node(ts, s) for s in found]
-        plan, edits = _Plan(tree).trial(lambda p: p.file(rel).nodes.extend(outers))
+        plan, edits = Plan(tree).trial(lambda p: p.file(rel).nodes.extend(outers))
         ok, reason = passes(check, edits)
-        deleted, stubbed, removed, rolled_back = [target], [], [], []
+        deleted, stubbed, removed, rolled_back, wired = [target], [], [], [], []
+        if not ok:  # take out what wires it in (re-exports, `__all__`, aliases, registrations)
+            cls = candidate.qualname.rpartition(".")[0] if candidate.kind == "method" else None
+            wiring = find(tree, rel, found[0].name, cls)
+            if wiring:
+                def with_wiring(p: Plan) -> None:
+                    p.file(rel).nodes.extend(outers)
+                    wiring.add_to(p)
+
+                plan, edits = Plan(tree).trial(with_wiring)
+                ok, why = passes(check, edits)
+                reason = f"{reason}; with its wiring too: {why}" if not ok else reason
+                wired = wiring.labels if ok else []
         if ok:
-            removed += cut(tree, rel, found).removed
+            c = cut(tree, rel, found)
+            deleted, removed = list(c.deleted), removed + c.removed
         else:
             lines = Lines(tree.read(rel), ts)
             stubs = stub_splices(lines, outers, keep_docstring=keep_docstrings)
-            plan, edits = _Plan(tree).trial(lambda p: p.file(rel).stubs.extend(stubs))
+            plan, edits = Plan(tree).trial(lambda p: p.file(rel).stubs.extend(stubs))
             ok, why = passes(check, edits)
             if not ok:
                 raise RolledBack(f"removing {candidate.qualname} fails ({reason}), stubbing too ({why})")
@@ -153,7 +112,7 @@ class FeatureStrategy(KindStrategy):
             hts = tree.tree(h.path)
             nodes = [statement_node(hts, d) for d in h.defs]
 
-            def change(p: _Plan, h=h, nodes=nodes) -> None:
+            def change(p: Plan, h=h, nodes=nodes) -> None:
                 p.file(h.path).nodes.extend(nodes)
                 _drop_imports(p, h, tree)
 
@@ -166,7 +125,7 @@ class FeatureStrategy(KindStrategy):
             c = cut(tree, h.path, list(h.defs))
             deleted += [d for d in c.deleted if d not in deleted]
             removed += c.removed
-        if len(deleted) == 1:
+        if not any(d.startswith(f"{h.key}") for h in helpers for d in deleted):
             raise RolledBack(f"every helper of {candidate.qualname} was rolled back: {rolled_back}")
         return make_deletion(
             candidate,
@@ -177,4 +136,5 @@ class FeatureStrategy(KindStrategy):
             removed=removed,
             stubbed=stubbed,
             rolled_back=rolled_back,
+            wiring=wired,
         )

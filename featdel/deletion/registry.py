@@ -14,6 +14,7 @@ from pathlib import Path
 
 from featdel.deletion.base import Check, Strategy, UnknownStrategy
 from featdel.deletion.body import BodyStrategy
+from featdel.deletion.combine import CombineStrategy
 from featdel.deletion.feature import FeatureStrategy
 from featdel.deletion.file import FileStrategy
 from featdel.deletion.remove import RemovalStrategy
@@ -26,6 +27,7 @@ STRATEGIES: dict[str, Strategy] = {
     "class": RemovalStrategy("class", "class"),
     "file": FileStrategy(),
     "feature": FeatureStrategy(),
+    "combine": CombineStrategy(),  # joins verified deletions after verify (featdel.delete.combine_all)
 }
 
 

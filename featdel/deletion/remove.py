@@ -4,7 +4,9 @@ In: the original tree and a candidate of the strategy's kind. Out: one edited fi
 definition of the qualname gone (decorators, attached comments and a property's setter too), a
 class emptied of its last statement keeping `pass`, blank lines collapsed. Other code may still
 refer to the name: the caller's check decides, and a removal that breaks import or collection is
-rolled back (FeatureBench's rule) and reported as `RolledBack`. Docstrings go with the definition,
+retried with the name's wiring removed too (featdel.deletion.wiring: re-exports, `__all__`,
+aliases, registrations), and when that fails as well it is rolled back (FeatureBench's rule) and
+reported as `RolledBack`. Docstrings go with the definition,
 so the recorded `keep_docstrings` is False whatever was asked.
 """
 
@@ -25,6 +27,7 @@ from featdel.deletion.base import (
     target_symbols,
 )
 from featdel.deletion.splice import Lines, Splice, apply, removal, snippet, statement_node
+from featdel.deletion.wiring import Plan, find
 from featdel.records import Candidate, Deletion
 from featdel.spans import Symbol
 
@@ -71,6 +74,18 @@ class RemovalStrategy(KindStrategy):
         c = cut(tree, candidate.path, found)
         edits = {candidate.path: decode(apply(tree.read(candidate.path), c.splices))}
         ok, reason = passes(check, edits)
+        wired: list[str] = []
+        if not ok:  # a re-export or registration keeps it wired in: take that out too
+            cls = candidate.qualname.rpartition(".")[0] if candidate.kind == "method" else None
+            wiring = find(tree, candidate.path, found[0].name, cls)
+            if wiring:
+                def change(p: Plan) -> None:
+                    p.file(candidate.path).nodes.extend(statement_node(tree.tree(candidate.path), s) for s in found)
+                    wiring.add_to(p)
+
+                _, edits = Plan(tree).trial(change)
+                ok, why = passes(check, edits)
+                reason, wired = (reason, wiring.labels) if ok else (f"{reason}; with its wiring too: {why}", [])
         if not ok:
             raise RolledBack(f"removing {candidate.qualname} fails the check: {reason}")
         return make_deletion(
@@ -80,4 +95,5 @@ class RemovalStrategy(KindStrategy):
             deleted=c.deleted,
             files=edits,
             removed=c.removed,
+            wiring=wired,
         )
