@@ -1,7 +1,8 @@
 """A decoder-only MoE transformer built from a `ModelConfig`, with named presets.
 
-In: a `ModelConfig` (or a preset name from `PRESETS`), byte token ids `[batch, seq]`.
-Out: logits `[batch, seq, 256]`, or the mean next-byte cross entropy when targets are given.
+In: a `ModelConfig` (or a preset name from `PRESETS`), byte token ids `[batch, seq]`, and for
+incremental decoding a `KVCache`. Out: logits `[batch, seq, 256]`. Losses live outside the
+model (`featdel.trainer.losses`), so the byte LM, the RL objective and distillation share it.
 
 Blocks are pre-norm: multi-head attention (separate q/k/v/o projections or one fused qkv) with
 rotary positions, then either a dense SwiGLU MLP (layers listed in `dense_layers`) or an MoE
@@ -22,6 +23,23 @@ import torch.nn.functional as F
 from torch import nn
 
 VOCAB = 256  # byte-level: token id == byte value; nothing to download
+
+
+class LayerCache:
+    """One layer's keys and values so far, `[batch, heads, seen, head_dim]` (None before any)."""
+
+    __slots__ = ("k", "v")
+
+    def __init__(self) -> None:
+        self.k = self.v = None
+
+
+class KVCache:
+    """Keys and values of every layer for the tokens seen so far, for decoding one step at a time."""
+
+    def __init__(self, n_layers: int) -> None:
+        self.layers = [LayerCache() for _ in range(n_layers)]
+        self.length = 0
 
 
 def encode(text: str) -> list[int]:
@@ -108,18 +126,24 @@ class Attention(nn.Module):
         self.wo = nn.Linear(inner, cfg.dim, bias=False)
         self.cp = None  # a ContextParallel, set by parallelize when cp > 1
 
-    def forward(self, x):
+    def forward(self, x, kv: LayerCache | None = None, start: int = 0):
         b, s, _ = x.shape
         if self.cfg.fused_qkv:
             q, k, v = self.wqkv(x).chunk(3, dim=-1)
         else:
             q, k, v = self.wq(x), self.wk(x), self.wv(x)
         q, k, v = (t.view(b, s, self.cfg.n_heads, self.cfg.head_dim).transpose(1, 2) for t in (q, k, v))
-        offset = self.cp.rank * s if self.cp else 0
+        if self.cp and kv is not None:
+            raise ValueError("a KV cache is for decoding on one rank's whole sequence, not with context parallelism")
+        offset = self.cp.rank * s if self.cp else start
         pos = torch.arange(offset, offset + s, device=x.device)
         q, k = rope(q, pos, self.cfg.rope_theta), rope(k, pos, self.cfg.rope_theta)
         if self.cp:  # every rank attends over the whole sequence's keys, causally
             k, v = self.cp.gather(k), self.cp.gather(v)
+        if kv is not None:  # earlier tokens' keys and values come first
+            if kv.k is not None:
+                k, v = torch.cat([kv.k, k], dim=2), torch.cat([kv.v, v], dim=2)
+            kv.k, kv.v = k, v
         keys = torch.arange(k.shape[2], device=x.device)
         mask = keys[None, :] <= pos[:, None]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
@@ -191,8 +215,8 @@ class Block(nn.Module):
         self.attn = Attention(cfg)
         self.mlp = DenseMLP(cfg) if layer in cfg.dense_layers else MoE(cfg)
 
-    def forward(self, x):
-        x = x + self.attn(self.attn_norm(x))
+    def forward(self, x, kv: LayerCache | None = None, start: int = 0):
+        x = x + self.attn(self.attn_norm(x), kv, start)
         return x + self.mlp(self.mlp_norm(x))
 
 
@@ -205,14 +229,15 @@ class Transformer(nn.Module):
         self.norm = nn.RMSNorm(cfg.dim)
         self.head = nn.Linear(cfg.dim, VOCAB, bias=False)
 
-    def forward(self, tokens, targets=None):
+    def forward(self, tokens, cache: KVCache | None = None):
+        """Logits of every position; with `cache`, `tokens` continue the cached ones."""
+        start = cache.length if cache is not None else 0
         x = self.embed(tokens)
-        for layer in self.layers:
-            x = layer(x)
-        logits = self.head(self.norm(x))
-        if targets is None:
-            return logits
-        return F.cross_entropy(logits.float().view(-1, VOCAB), targets.reshape(-1))
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cache.layers[i] if cache is not None else None, start)
+        if cache is not None:
+            cache.length += tokens.shape[1]
+        return self.head(self.norm(x))
 
 
 def optimizer_groups(model: Transformer, *, lr: float = 0.02, adamw_lr: float = 3e-3,

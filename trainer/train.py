@@ -1,15 +1,18 @@
-"""The training loop: byte batches in, a ShardedMuon-trained MoE transformer and its losses out.
+"""The training loop: batches from a data source in, a ShardedMuon-trained MoE transformer and its
+losses out.
 
-In: a `TrainConfig` and, for a multi-rank run inside an initialised process group, a
-`ParallelDims`. Out: a `TrainResult`: the global mean loss of every step, the trained model
-and optimizer (and a checkpoint if asked).
+In: a `TrainConfig`, for a multi-rank run inside an initialised process group a `ParallelDims`,
+and optionally a `DataSource` (default: the byte corpus) and a loss (default: next-token cross
+entropy over the batch's mask). Out: a `TrainResult`: the global mean loss of every step, the
+trained model and optimizer (and a checkpoint if asked). `train_step` is one step of it (loss,
+backward, optimizer step), shared by the byte LM loop here and the RL loop.
 
 Every rank builds the same model from the seed, then `parallelize` shards it, so any layout
 starts from the same weights. The global batch is cut by data-parallel index (rows) and by CP
 index (a contiguous slice of each sequence); each rank's loss is the mean over an equal number
 of tokens, and FSDP2 averages gradients over all ranks of both meshes, so every layout takes
-the same step as one process on the whole batch. The corpus is this package's own source, so
-nothing is downloaded. The config and git revision are logged first (modded-nanogpt style).
+the same step as one process on the whole batch. The default corpus is this package's own
+source (`featdel.trainer.data.ByteCorpus`), so nothing is downloaded. The config and git revision are logged first (modded-nanogpt style).
 """
 
 from __future__ import annotations
@@ -59,24 +62,6 @@ class TrainResult:
     optimizer: Any
 
 
-def corpus():
-    import torch
-
-    text = b"".join(p.read_bytes() for p in sorted(Path(__file__).parent.glob("*.py")))
-    return torch.tensor(list(text), dtype=torch.long)
-
-
-def batch(data, cfg: TrainConfig, step: int):
-    """The global batch of `step`: inputs and next-byte targets, `[batch_size, seq_len]` each."""
-    import torch
-
-    g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
-    starts = torch.randint(0, data.numel() - cfg.seq_len - 1, (cfg.batch_size,), generator=g)
-    idx = starts[:, None] + torch.arange(cfg.seq_len + 1)
-    chunk = data[idx]
-    return chunk[:, :-1], chunk[:, 1:]
-
-
 def git_revision() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
@@ -104,11 +89,32 @@ def build(cfg: TrainConfig, dims=None):
     return model, ShardedMuon(groups)
 
 
-def train(cfg: TrainConfig, dims=None, log=print) -> TrainResult:
-    import torch
+def train_step(model, opt, batch, loss_fn=None):
+    """One optimizer step on this rank's slice of a batch; returns the local loss (detached)."""
+    from featdel.trainer.losses import next_token_loss
+
+    loss = (loss_fn or next_token_loss)(model(batch.inputs), batch.targets, batch.mask)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss.detach()
+
+
+def _local(batch, dp_idx: int, rows: int, cp_idx: int, cols: int, device: str):
+    """This rank's rows (data parallel) and contiguous columns (context parallel) of a batch."""
+    from featdel.trainer.data import Batch
+
+    def cut(t):
+        return None if t is None else t[dp_idx * rows:(dp_idx + 1) * rows, cp_idx * cols:(cp_idx + 1) * cols].to(device)
+
+    return Batch(inputs=cut(batch.inputs), targets=cut(batch.targets), mask=cut(batch.mask))
+
+
+def train(cfg: TrainConfig, dims=None, log=print, *, data=None, loss_fn=None) -> TrainResult:
     import torch.distributed as dist
 
     from featdel.trainer.checkpoint import load_checkpoint, save_checkpoint
+    from featdel.trainer.data import ByteCorpus
 
     rank = dist.get_rank() if dims is not None else 0
     if log and rank == 0:
@@ -120,15 +126,11 @@ def train(cfg: TrainConfig, dims=None, log=print) -> TrainResult:
     if cfg.batch_size % dp or cfg.seq_len % cp:
         raise ValueError(f"batch_size={cfg.batch_size} must divide by dp={dp} and seq_len={cfg.seq_len} by cp={cp}")
     rows, cols = cfg.batch_size // dp, cfg.seq_len // cp
-    data, losses = corpus(), []
+    data = data or ByteCorpus(batch_size=cfg.batch_size, seq_len=cfg.seq_len, seed=cfg.seed)
+    losses = []
     for step in range(start, cfg.steps):
-        x, y = (t[dp_idx * rows:(dp_idx + 1) * rows, cp_idx * cols:(cp_idx + 1) * cols].to(cfg.device)
-                for t in batch(data, cfg, step))
-        loss = model(x, y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        mean = loss.detach().clone()
+        loss = train_step(model, opt, _local(data.batch(step), dp_idx, rows, cp_idx, cols, cfg.device), loss_fn)
+        mean = loss.clone()
         if dims is not None:
             dist.all_reduce(mean)
             mean /= dims.world_size
