@@ -401,6 +401,9 @@ def _register_subcommands() -> None:
         from featdel.cli_sandbox import sandbox_app
 
         app.add_typer(sandbox_app, name="sandbox")
+    from featdel.curriculum.cli import curriculum_app
+
+    app.add_typer(curriculum_app, name="curriculum")
 
 
 _register_subcommands()
