@@ -1,7 +1,7 @@
 """`featdel evaluate`: grade SWE-bench predictions against a packaged run's tasks.
 
 In: a run directory with `tasks/` and `envs/` shards (environments built by `featdel mine` on
-this machine), and predictions as JSON Lines with `instance_id`, `model_patch` and
+this machine, or rebuilt from the shards by `featdel env build`), and predictions as JSON Lines with `instance_id`, `model_patch` and
 `model_name_or_path` (SWE-bench's format). Out: one `GradeResult` per prediction appended to
 RESULTS.jsonl, and a folder per prediction beside it (`RESULTS_logs/MODEL/INSTANCE/`) holding
 the patch, the test output, the report and the result. Resumable: a prediction already in
@@ -61,33 +61,52 @@ def read_predictions(path: Path) -> list[Prediction]:
     return out
 
 
-def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None) -> dict[str, GradeTask | str]:
-    """Grading tasks by instance id, or why one cannot be graded here (its env is missing)."""
-    from featdel import envs
+def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None,
+               backend=None) -> dict[str, GradeTask | str]:
+    """Grading tasks by instance id, or why one cannot be graded here (its env is missing).
+    With the docker backend, an image `featdel env build --backend docker` made for the env
+    (`envbuild.image_tag(env_id)`) is used first; otherwise the env in this machine's cache."""
     from featdel.package import read_envs, read_tasks
-    from featdel.sources import cache_root
 
     RunDir(run_dir).need(RunDir(run_dir).tasks_dir, f"run `featdel package {run_dir}` first")
     env_rows = {row["env_id"]: row for row in read_envs(run_dir).to_pylist()}
+    docker = getattr(backend, "name", "") == "docker"
     out: dict[str, GradeTask | str] = {}
-    loaded: dict[str, envs.Env | None] = {}
+    loaded: dict[str, tuple] = {}
     for row in read_tasks(run_dir).to_pylist():
         env_id = row["env_id"]
-        if env_id not in loaded:
-            loaded[env_id] = envs.load(cache_root() / "envs" / env_id)
-            if env_id in env_rows:
-                (workdir / f"{env_id}.tar.gz").write_bytes(env_rows[env_id]["snapshot"])
-        env = loaded[env_id]
-        if env is None or env_id not in env_rows:
-            out[row["instance_id"]] = (f"environment {env_id} is not built on this machine: "
-                                       f"run `featdel mine {row['source']}`")
+        if env_id not in loaded and env_id in env_rows:
+            loaded[env_id] = _find_env(env_rows[env_id], row["image_name"], docker)
+            (workdir / f"{env_id}.tar.gz").write_bytes(env_rows[env_id]["snapshot"])
+        env, image = loaded.get(env_id, (None, None))
+        if env is None:
+            out[row["instance_id"]] = (f"environment {env_id} is not built on this machine: run "
+                                       f"`featdel env build {run_dir}`" + (" --backend docker" if docker else ""))
             continue
         out[row["instance_id"]] = GradeTask(
             instance_id=row["instance_id"], env=env, snapshot=workdir / f"{env_id}.tar.gz",
             deletion_patch=row["deletion_patch"], test_patch=row["test_patch"] or "", gold_patch=row["patch"],
             fail_to_pass=list(row["FAIL_TO_PASS"]), pass_to_pass=list(row["PASS_TO_PASS"]),
-            image=row["image_name"], timeout_s=timeout_s or row.get("timeout_s") or 600.0)
+            image=image, timeout_s=timeout_s or row.get("timeout_s") or 600.0)
     return out
+
+
+def _find_env(env_row: dict, image_name: str | None, docker: bool) -> tuple:
+    """(env, image) for one env row: an image built from the row (docker), else the env in the
+    cache, run in the task's recorded image when this engine has it (else the base image)."""
+    from featdel import envbuild, envs
+    from featdel.sources import cache_root
+
+    if docker:
+        baked = envbuild.image_env(envbuild.EnvRow.from_row(env_row))
+        if baked is not None:
+            return baked, baked.image
+    env = envs.load(cache_root() / "envs" / env_row["env_id"])
+    if env is None or not docker or not image_name:
+        return env, None
+    from featdel.sandboxes import images
+
+    return env, image_name if images.image_exists(image_name) else None
 
 
 def _slug(text: str) -> str:
@@ -110,7 +129,7 @@ def evaluate(run_dir: Path, predictions: Path, results: Path, backend, *, jobs: 
             on_step(p.instance_id, "resumed")
     results.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="featdel-eval-") as tmp:
-        tasks = load_tasks(run_dir, Path(tmp), timeout_s=timeout_s)
+        tasks = load_tasks(run_dir, Path(tmp), timeout_s=timeout_s, backend=backend)
 
         def work(pred: Prediction) -> GradeResult:
             on_step(pred.instance_id, "grading")

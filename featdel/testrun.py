@@ -72,7 +72,11 @@ def plugin_dir(env: Env) -> Path:
 
 
 def suite_readonly(env: Env) -> tuple[Path, ...]:
-    """What a test run shows read-only besides the tree: the venv, our plugin, the interpreter."""
+    """What a test run shows read-only besides the tree: the venv, our plugin, the interpreter.
+    An env baked into an image (`featdel.envbuild.ImageEnv`) brings its own venv and interpreter
+    at paths that exist only inside the image: then only the plugin comes from the host."""
+    if getattr(env, "in_image", False):
+        return (plugin_dir(env),)
     return (env.root / "venv", plugin_dir(env), env.python_prefix)
 
 

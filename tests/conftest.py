@@ -114,3 +114,28 @@ def local_backend():
     from featdel.sandboxes import get_backend
 
     return get_backend("local")
+
+
+@pytest.fixture(scope="session")
+def packaged_tiny(tmp_path_factory, featdel_cache, local_backend) -> Path:
+    """A packaged run of the tiny library (body deletions only, a few tasks): for the tests of
+    what consumes shards (env build, exports, publish). Built once per session."""
+    from featdel.corpus import CorpusEntry
+    from featdel.delete import delete_all
+    from featdel.mine import Thresholds, mine
+    from featdel.package import package
+    from featdel.recipe import Overrides
+    from featdel.records import RepoStatus
+    from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
+
+    repo = make_repo(tmp_path_factory.mktemp("packaged") / "tinylib", TINY_LIB)
+    run_dir = tmp_path_factory.mktemp("packaged-run")
+    [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=local_backend,
+                    thresholds=Thresholds(min_passing=3, min_coverage=10.0))
+    assert record.status == RepoStatus.MINED, record.reason
+    delete_all(run_dir, strategies=["body"], max_candidates=3, seed=0, keep_docstrings=True,
+               check_for=lambda r: make_check(RepoContext.load(run_dir, r), local_backend))
+    verify_all(run_dir, local_backend, VerifyOptions(reruns=2))
+    tasks, _ = package(run_dir)
+    assert tasks, "no verified task in the tiny run"
+    return run_dir
