@@ -157,7 +157,8 @@ def combine_all(run_dir: Path, *, seed: int = 0, max_per_repo: int = 3) -> list[
             if why_id not in refused:
                 rd.add_verdict(Verdict(deletion_id=why_id, repo=record.name, strategy="combine", target="",
                                        status=VerdictStatus.REJECTED, stage="delete",
-                                       reason=f"{len(parts)} verified deletions, no two of them disjoint"))
+                                       reason=f"fewer than two verified deletions ({len(parts)})" if len(parts) < 2
+                                       else f"no two of its {len(parts)} verified deletions are disjoint"))
             continue
         for d in made:
             if d.deletion_id not in deletions:

@@ -133,7 +133,7 @@ def test_feature_takes_the_helpers_only_it_uses_across_files(repo, check):
 
 
 def test_feature_leaves_the_shared_helper(repo, check):
-    with pytest.raises(NotApplicable, match="no private helper"):
+    with pytest.raises(NotApplicable, match="no helper"):
         feature(repo, check, "one")
 
 

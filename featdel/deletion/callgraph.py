@@ -1,11 +1,13 @@
-"""Name-level call graph: which private helpers are used only by one feature.
+"""Name-level call graph: which helpers are used only by one feature.
 
 In: the read-only tree, the feature's definitions and the private helpers it could take. Out: the
 helpers (in source order) whose every reference lies inside the feature or inside helpers already
 taken, found by fixpoint. References are tree-sitter identifiers (attribute names included, so
 `self._h` and `mod._h` count) and string literals spelled exactly like the name (`__all__`,
 `getattr(obj, "_h")`), across every Python file, tests included: a helper a test calls directly
-is not only the feature's, so it stays. Names, not scopes: two helpers that share a name hide each
+is not only the feature's, so it stays. A public module-level function or class is a helper too
+when no other source code names it: tests of it may (they fail with the feature, and become F2P),
+and so may `__all__` strings and re-exports, which the strategy removes as wiring. Names, not scopes: two helpers that share a name hide each
 other, which errs on keeping code. The one reference allowed outside the set is a plain
 `from <helper's module> import _h` in a source file, which the strategy then edits.
 """
@@ -32,6 +34,7 @@ class Helper:
     path: str
     qualname: str
     defs: tuple[Symbol, ...]
+    public: bool = False  # a public module-level name: tests may use it (they then fail too)
 
     @property
     def name(self) -> str:
@@ -43,7 +46,7 @@ class Helper:
 
 
 def helpers_for(tree: Tree, path: str, qualname: str, kind: str) -> list[Helper]:
-    """Private module-level functions of every source file, and private methods of the
+    """Private module-level functions and classes of every source file, and private methods of the
     feature's own class when the feature is a method."""
     cls = qualname.rpartition(".")[0] if kind == "method" else None
     groups: dict[tuple[str, str], list[Symbol]] = {}
@@ -51,27 +54,41 @@ def helpers_for(tree: Tree, path: str, qualname: str, kind: str) -> list[Helper]
         for s in tree.symbols(rel):
             if not s.name.startswith("_") or s.is_dunder:
                 continue
-            top = s.kind == "function" and "." not in s.qualname
+            top = s.kind in ("function", "class") and "." not in s.qualname
             own = cls is not None and rel == path and s.kind == "method" and s.qualname == f"{cls}.{s.name}"
             if top or own:
                 groups.setdefault((rel, s.qualname), []).append(s)
     return [Helper(rel, q, tuple(defs)) for (rel, q), defs in sorted(groups.items())]
 
 
+def public_helpers(tree: Tree, path: str, qualname: str) -> list[Helper]:
+    """Public module-level functions and classes of every source file but the feature itself."""
+    groups: dict[tuple[str, str], list[Symbol]] = {}
+    for rel in tree.source_paths():
+        for s in tree.symbols(rel):
+            if s.kind in ("function", "class") and "." not in s.qualname and not s.name.startswith("_") \
+                    and (rel, s.qualname) != (path, qualname):
+                groups.setdefault((rel, s.qualname), []).append(s)
+    return [Helper(rel, q, tuple(defs), public=True) for (rel, q), defs in sorted(groups.items())]
+
+
 def occurrences(tree: Tree) -> dict[str, list[Occurrence]]:
-    """Every occurrence of every private name (`_x`, not dunders) in the tree, once per tree."""
-    return tree.memo("private-occurrences", lambda: _index(tree))
+    """Every occurrence of every private name (`_x`, not dunders) and of every public
+    module-level definition's name in the tree, once per tree."""
+    def build():
+        names = {s.name for rel in tree.source_paths() for s in tree.symbols(rel) if "." not in s.qualname}
+        return _index(tree, lambda text: _private(text) or text in names)
+
+    return tree.memo("occurrences", build)
 
 
 def _private(text: str) -> bool:
     return text.startswith("_") and text != "_" and not (text.startswith("__") and text.endswith("__"))
 
 
-def _index(tree: Tree) -> dict[str, list[Occurrence]]:
+def _index(tree: Tree, wanted) -> dict[str, list[Occurrence]]:
     out: dict[str, list[Occurrence]] = {}
     for rel in tree.paths():
-        if b"_" not in tree.read(rel):
-            continue
         froms = {}
         for ref in file_imports(tree, rel):
             for _, node in ref.names:
@@ -81,7 +98,7 @@ def _index(tree: Tree) -> dict[str, list[Occurrence]]:
             node = stack.pop()
             if node.type in ("identifier", "string_content"):
                 text = node.text.decode()
-                if _private(text):
+                if wanted(text):
                     out.setdefault(text, []).append(_occurrence(rel, node, froms))
                 continue
             stack.extend(node.children)
@@ -135,6 +152,8 @@ def only_used_by(tree: Tree, feature: list[Symbol], candidates: list[Helper]) ->
                     continue
                 if _inside(o, spans):
                     used = True
+                elif h.public and (is_test_path(o.path) or o.kind in ("string", "import")):
+                    continue  # a test of it (it fails too), `__all__`, a re-export: wiring goes with it
                 elif not (o.kind == "import" and not is_test_path(o.path) and o.source_module == home):
                     break
             else:

@@ -33,7 +33,9 @@ def _hunks(old: list[str], new: list[str]) -> list[tuple[int, int, list[str]]]:
 
 
 def _apart(a: list[tuple[int, int, list[str]]], b: list[tuple[int, int, list[str]]]) -> bool:
-    return all(e1 + 1 < s2 or e2 + 1 < s1 for s1, e1, _ in a for s2, e2, _ in b)
+    """At least one untouched original row between any hunk of `a` and any of `b` (ends are
+    exclusive)."""
+    return all(e1 < s2 or e2 < s1 for s1, e1, _ in a for s2, e2, _ in b)
 
 
 class Combiner:

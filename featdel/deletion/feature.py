@@ -8,9 +8,11 @@ wiring and its helpers touch. Steps, each checked and rolled back alone (Feature
    registry entries and registrations), recorded in `wiring`; if that fails too its body is
    stubbed instead, keeping the signature and, by option, the docstring; if that fails as well the
    strategy is rolled back;
-2. each helper from `callgraph.only_used_by`, in source order, is removed together with its name
-   in plain `from <its module> import _h` statements of source files (the statement goes when no
-   name is left). A helper whose step fails stays and is listed in `rolled_back`.
+2. each helper from `callgraph.only_used_by` (private functions and classes, and public ones no
+   other source code names), in source order, is removed together with its name in plain
+   `from <its module> import h` statements of source files (the statement goes when no name is
+   left) and, for a public one, its wiring. A helper whose step fails stays and is listed in
+   `rolled_back`.
 A feature with no helper is refused: the `function`/`method`/`class` strategies already cover it.
 All splices of a file are recomputed from the original bytes at every step, so steps compose.
 """
@@ -32,7 +34,7 @@ from featdel.deletion.base import (
     target_symbols,
 )
 from featdel.deletion.body import replaced, stub_splices
-from featdel.deletion.callgraph import Helper, file_imports, helpers_for, only_used_by
+from featdel.deletion.callgraph import Helper, file_imports, helpers_for, only_used_by, public_helpers
 from featdel.deletion.imports import module_name
 from featdel.deletion.remove import cut
 from featdel.deletion.splice import Lines, statement_node
@@ -75,9 +77,11 @@ class FeatureStrategy(KindStrategy):
         found = target_symbols(tree, candidate, self.kinds)
         if found[0].name.startswith("_"):
             raise NotApplicable(f"{candidate.qualname} is private: a feature starts from a public name")
-        helpers = only_used_by(tree, found, helpers_for(tree, candidate.path, candidate.qualname, candidate.kind))
+        pool = helpers_for(tree, candidate.path, candidate.qualname, candidate.kind)
+        pool += public_helpers(tree, candidate.path, candidate.qualname)
+        helpers = only_used_by(tree, found, pool)
         if not helpers:
-            raise NotApplicable(f"no private helper is used only by {candidate.qualname}")
+            raise NotApplicable(f"no helper is used only by {candidate.qualname}")
         rel, target = candidate.path, f"{candidate.path}::{candidate.qualname}"
         ts = tree.tree(rel)
         outers = [statement_node(ts, s) for s in found]
@@ -99,6 +103,8 @@ class FeatureStrategy(KindStrategy):
         if ok:
             c = cut(tree, rel, found)
             deleted, removed = list(c.deleted), removed + c.removed
+        elif candidate.kind == "class":
+            raise RolledBack(f"removing {candidate.qualname} fails the check: {reason}")
         else:
             lines = Lines(tree.read(rel), ts)
             stubs = stub_splices(lines, outers, keep_docstring=keep_docstrings)
@@ -112,9 +118,13 @@ class FeatureStrategy(KindStrategy):
             hts = tree.tree(h.path)
             nodes = [statement_node(hts, d) for d in h.defs]
 
-            def change(p: Plan, h=h, nodes=nodes) -> None:
+            wiring = find(tree, h.path, h.name) if h.public else None
+
+            def change(p: Plan, h=h, nodes=nodes, wiring=wiring) -> None:
                 p.file(h.path).nodes.extend(nodes)
                 _drop_imports(p, h, tree)
+                if wiring:
+                    wiring.add_to(p)
 
             nxt, proposed = plan.trial(change)
             ok, _ = passes(check, proposed)
@@ -122,6 +132,7 @@ class FeatureStrategy(KindStrategy):
                 rolled_back.append(h.key)
                 continue
             plan, edits = nxt, proposed
+            wired += wiring.labels if wiring else []
             c = cut(tree, h.path, list(h.defs))
             deleted += [d for d in c.deleted if d not in deleted]
             removed += c.removed

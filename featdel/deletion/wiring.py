@@ -122,8 +122,9 @@ def find(tree: Tree, home: str, name: str, cls: str | None = None) -> Wiring:
                         if rel not in binders:
                             binders.add(rel)
                             queue.append(module_name(rel, paths))
-    for rel in sorted(binders):
-        _aliases(tree, rel, tree.tree(rel).root_node, name, out)
+    for rel in tree.source_paths():  # `name = curry(pkg.name)` wires it in without importing it
+        if rel in binders or name.encode() in tree.read(rel):
+            _aliases(tree, rel, tree.tree(rel).root_node, name, out, attributes=rel not in binders)
     return out
 
 
@@ -155,8 +156,23 @@ def _class_blocks(tree: Tree, rel: str, cls: str) -> list:
     return blocks
 
 
-def _aliases(tree: Tree, rel: str, block, name: str, out: Wiring) -> None:
-    """Statements of `block` (a module or class body) that wire `name` in."""
+def _refers(node, name: str, attributes: bool) -> bool:
+    """`name`, `pkg.name` (with `attributes`), or a call of anything on such arguments."""
+    if node is None:
+        return False
+    if node.type == "identifier":
+        return node.text.decode() == name and not attributes
+    if node.type == "attribute":
+        return _is(node.child_by_field_name("attribute"), name) and attributes
+    if node.type == "call":
+        args = node.child_by_field_name("arguments")
+        return args is not None and any(_refers(a, name, attributes) for a in args.named_children)
+    return False
+
+
+def _aliases(tree: Tree, rel: str, block, name: str, out: Wiring, attributes: bool = False) -> None:
+    """Statements of `block` (a module or class body) that wire `name` in; with `attributes`,
+    only those reaching it as `pkg.name` (a module that never imports it)."""
     for stmt in block.named_children:
         if stmt.type != "expression_statement" or stmt.named_child_count != 1:
             continue
@@ -166,16 +182,21 @@ def _aliases(tree: Tree, rel: str, block, name: str, out: Wiring) -> None:
             if right is None:
                 continue
             target = left.text.decode() if left is not None else ""
+            if attributes:
+                if left is not None and left.type == "identifier" and _refers(right, name, True):
+                    out.nodes.append((rel, stmt))
+                    out.labels.append(f"{rel}::{target} (alias)")
+                continue
             if target == "__all__" and right.type in ("list", "tuple"):
                 _elements(rel, right, lambda e: e.type == "string" and _string(e) == name, out, "__all__")
-            elif right.type == "identifier" and right.text.decode() == name and left is not None and \
+            elif _refers(right, name, False) and left is not None and \
                     left.type in ("identifier", "subscript", "attribute"):
                 out.nodes.append((rel, stmt))
                 out.labels.append(f"{rel}::{target} (alias)")
             elif right.type == "dictionary":
                 _elements(rel, right, lambda e: e.type == "pair" and _is(e.child_by_field_name("value"), name),
                           out, f"{target} entry")
-        elif expr.type == "call":
+        elif expr.type == "call" and not attributes:
             args = expr.child_by_field_name("arguments")
             fn = expr.child_by_field_name("function")
             if fn is not None and fn.text.decode() == "__all__.extend" and args is not None and args.named_children:
