@@ -1,0 +1,206 @@
+"""Episodes: one task, one policy, a sandboxed work tree, turns until a budget or `submit`.
+
+In: an `AgentTask` (a `GradeTask` and its problem statement), a `Policy`, a sandbox backend and
+an `EpisodeConfig`. Out: a `Trajectory` with every token, the mask of the policy's tokens, the
+turns, the hints the rules emitted, and the reward: `featdel.grade.grade` on the diff from the
+start state to the final work tree, so the learner is graded exactly as `featdel evaluate`
+grades a prediction. `rollouts` runs k episodes of one task in parallel threads, each in its own
+work tree (every test run opens its own sandbox).
+
+The work tree is the start state without VCS data; the pristine start state (a one-commit git
+repository) stays outside the sandbox, and the final patch is computed against it from a scrubbed
+copy of the work tree, so caches the test runs left and anything written into the tree cannot
+reach the diff machinery.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from featdel.agent.hints import HintContext, Rule, hints_for
+from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, STOP_ID, Policy, decode, encode
+from featdel.agent.protocol import CallError, parse, render, tools_text
+from featdel.agent.trajectory import Hint, Trajectory, Turn
+from featdel.agent.workspace import Observation, Workspace
+from featdel.grade import GradeTask, grade
+from featdel.trees import scrub, start_state
+
+VOCAB = 256  # byte-level ids, as featdel.trainer.model
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentTask:
+    grade: GradeTask
+    statement: str = ""
+
+    @property
+    def instance_id(self) -> str:
+        return self.grade.instance_id
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EpisodeConfig:
+    max_turns: int = 30
+    max_tokens: int = 65536  # the whole episode: prompt, actions and observations
+    max_action_tokens: int = 2048  # one turn of the policy
+    max_observation: int = 4000  # characters of one observation
+    test_timeout_s: float = 120.0  # one run_tests call
+    require_submit: bool = False  # True: an episode that ran out of budget earns 0 ungraded
+
+    def __post_init__(self):
+        for name in ("max_turns", "max_tokens", "max_action_tokens", "max_observation"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+
+
+def prompt_text(task: AgentTask, visible_tests: list[str]) -> str:
+    tests = "\n".join(visible_tests) or "(the failing tests are hidden; run_tests runs the visible suite)"
+    return (
+        "A feature was removed from this repository and the tests that need it fail. Restore it.\n"
+        f"<task>\n{task.statement.strip()}\n</task>\n"
+        f"Failing tests:\n{tests}\n"
+        "Tools (one call per turn, on one line, e.g. " + render("list_dir", {"path": "."}).strip() + "):\n"
+        f"{tools_text()}\n"
+    )
+
+
+def run_episode(task: AgentTask, policy: Policy, backend, *, config: EpisodeConfig = EpisodeConfig(),
+                rollout: int = 0, seed: int = 0, workdir: Path | None = None,
+                rules: dict[str, Rule] | None = None) -> Trajectory:
+    """One episode (see the module docstring); `workdir` keeps its trees, else a temporary dir."""
+    if workdir is None:
+        with tempfile.TemporaryDirectory(prefix="featdel-episode-") as tmp:
+            return run_episode(task, policy, backend, config=config, rollout=rollout, seed=seed,
+                               workdir=Path(tmp), rules=rules)
+    started = time.monotonic()
+    start = start_state(task.grade.snapshot, task.grade.deletion_patch, workdir / "start")
+    work = workdir / "work"
+    shutil.copytree(start, work, symlinks=True, ignore=lambda d, names: [".git"] if Path(d) == start else [])
+    ws = Workspace(work, task.grade, backend, max_observation=config.max_observation,
+                   test_timeout_s=config.test_timeout_s)
+    hint_ctx = HintContext(test_files=frozenset(t.split("::", 1)[0]
+                                                for t in task.grade.fail_to_pass + task.grade.pass_to_pass),
+                           max_action_chars=config.max_action_tokens)
+    tokens = encode(prompt_text(task, ws.visible_failing()))
+    prompt_len = len(tokens)
+    mask = [0] * prompt_len
+    turns: list[Turn] = []
+    hints: list[Hint] = []
+    ended = "turn_budget"
+    for index in range(config.max_turns):
+        allowance = min(config.max_action_tokens, config.max_tokens - len(tokens))
+        if allowance < 1:
+            ended = "token_budget"
+            break
+        ids, logprobs = _act(policy, tokens, allowance, seed * 1_000_003 + index)
+        action_start = len(tokens)
+        tokens += ids
+        mask += [1] * len(ids)
+        text = decode(ids)
+        parsed = parse(text)
+        obs = (Observation(text=f"error: {parsed.message}", ok=False) if isinstance(parsed, CallError)
+               else ws.execute(parsed))
+        # An action cut off before its newline still leaves the observation on a line of its own.
+        framed = ("" if ids[-1:] == [STOP_ID] else "\n") + OBS_OPEN + obs.text + OBS_CLOSE
+        obs_ids = encode(framed)
+        turn = Turn(index=index, action_start=action_start, action_ids=ids, logprobs=logprobs, action_text=text,
+                    call=None if isinstance(parsed, CallError) else {"name": parsed.name, "args": parsed.args},
+                    error=str(parsed.kind) if isinstance(parsed, CallError) else None, observation=obs.text,
+                    ok=obs.ok, touched=obs.touched, ran_tests=obs.ran_tests,
+                    hit_cap=len(ids) == allowance and ids[-1:] != [STOP_ID], obs_start=len(tokens),
+                    obs_len=len(obs_ids))
+        tokens += obs_ids
+        mask += [0] * len(obs_ids)
+        hints += hints_for(turn, turns, hint_ctx, rules)
+        turns.append(turn)
+        if obs.done:
+            ended = "submitted"
+            break
+        if len(tokens) >= config.max_tokens:
+            ended = "token_budget"
+            break
+    patch, reward, status, reason = _grade(task, start, work, backend, ended, config)
+    return Trajectory(instance_id=task.instance_id, rollout=rollout, seed=seed, prompt_len=prompt_len,
+                      tokens=tokens, mask=mask, turns=turns, hints=hints, ended=ended, patch=patch, reward=reward,
+                      status=status, reason=reason, seconds=round(time.monotonic() - started, 3))
+
+
+def _act(policy: Policy, context: list[int], allowance: int, seed: int) -> tuple[list[int], list[float]]:
+    """The policy's turn, cut at its first newline and to the allowance; ids must be bytes."""
+    ids, logprobs = policy.act(list(context), max_tokens=allowance, seed=seed)
+    ids, logprobs = [int(i) for i in ids][:allowance], [float(x) for x in logprobs][:allowance]
+    if len(ids) != len(logprobs):
+        raise ValueError(f"the policy gave {len(ids)} tokens but {len(logprobs)} log-probabilities")
+    if any(not 0 <= i < VOCAB for i in ids):
+        raise ValueError("the policy gave a token id outside the byte vocabulary")
+    if STOP_ID in ids:
+        end = ids.index(STOP_ID) + 1
+        ids, logprobs = ids[:end], logprobs[:end]
+    return ids, logprobs
+
+
+def _grade(task: AgentTask, start: Path, work: Path, backend, ended: str,
+           config: EpisodeConfig) -> tuple[str, float, str, str]:
+    """(patch, reward, status, reason); an exception while grading is `broken`, never a crash."""
+    try:
+        patch = final_patch(start, work)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return "", 0.0, "broken", f"could not diff the work tree: {exc}"
+    if config.require_submit and ended != "submitted":
+        return patch, 0.0, "not_submitted", f"the episode ended by {ended} without submit"
+    try:
+        result = grade(task.grade, patch, backend)
+    except Exception:  # noqa: BLE001 - one episode's grading failure is a record, not a dead batch
+        return patch, 0.0, "broken", traceback.format_exc(limit=3)[-600:]
+    return patch, result.reward, str(result.status), result.reason
+
+
+def final_patch(start: Path, work: Path) -> str:
+    """The unified diff from the start state (a one-commit repository) to a scrubbed copy of `work`."""
+    with tempfile.TemporaryDirectory(prefix="featdel-final-") as tmp:
+        final = Path(tmp) / "final"
+        shutil.copytree(work, final, symlinks=True)
+        scrub(final)
+        env = {**os.environ, "GIT_DIR": str(start / ".git"), "GIT_WORK_TREE": str(final),
+               "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        for argv in (["add", "-A", "-f"], ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff"]):
+            done = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *argv], cwd=final, env=env,
+                                  capture_output=True, text=True, timeout=300, check=True)
+        return done.stdout
+
+
+def rollouts(task: AgentTask, policy: Policy, backend, *, k: int, config: EpisodeConfig = EpisodeConfig(),
+             seed: int = 0, workdir: Path | None = None, workers: int | None = None,
+             rules: dict[str, Rule] | None = None) -> list[Trajectory]:
+    """k episodes of `task` in parallel threads (rollout i has seed `seed + i`), in order."""
+    if k < 1:
+        raise ValueError(f"k={k} must be >= 1")
+    with ThreadPoolExecutor(max_workers=workers or k, thread_name_prefix="rollout") as pool:
+        futures = [pool.submit(run_episode, task, policy, backend, config=config, rollout=i, seed=seed + i,
+                               workdir=None if workdir is None else workdir / f"rollout-{i}", rules=rules)
+                   for i in range(k)]
+        return [f.result() for f in futures]
+
+
+def load_agent_tasks(run_dir: Path, workdir: Path, *, backend=None,
+                     ids: Sequence[str] | None = None) -> dict[str, AgentTask | str]:
+    """The packaged run's tasks with their statements, or why one cannot run here (no env)."""
+    from featdel.evaluate import load_tasks
+    from featdel.package import read_tasks
+
+    statements = {row["instance_id"]: row["problem_statement"] or ""
+                  for row in read_tasks(run_dir).select(["instance_id", "problem_statement"]).to_pylist()}
+    out: dict[str, AgentTask | str] = {}
+    for iid, task in load_tasks(run_dir, workdir, backend=backend).items():
+        if ids is None or iid in ids:
+            out[iid] = task if isinstance(task, str) else AgentTask(grade=task, statement=statements.get(iid, ""))
+    return out

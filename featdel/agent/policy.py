@@ -1,0 +1,76 @@
+"""Policies: what produces a turn's tokens from the episode's tokens so far.
+
+In: the context token ids, how many tokens the turn may use, and a seed. Out: the sampled ids and
+the log-probability each was sampled with. The environment decodes the ids to text only to parse
+the call; the ids themselves are what the trajectory keeps. The vocabulary is bytes (token id ==
+byte value, as `featdel.trainer.model`), so the tokenizer here is two lines and needs no torch.
+
+- `TransformerPolicy`: a `featdel.trainer` model through `featdel.trainer.sampling.sample` (KV
+  cache, per-token log-probabilities), stopping at the protocol's newline.
+- `ScriptedPolicy`: fixed lines, one per turn, for tests and for checking an environment end to
+  end. It reads how many observations its context holds to know which line is next, so one
+  instance serves any number of episodes at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from featdel.agent.protocol import STOP
+
+OBS_OPEN, OBS_CLOSE = "<obs>\n", "\n</obs>\n"
+
+
+def encode(text: str) -> list[int]:
+    return list(text.encode("utf-8"))
+
+
+def decode(ids: Sequence[int]) -> str:
+    return bytes(int(i) & 0xFF for i in ids).decode("utf-8", errors="replace")
+
+
+STOP_ID = encode(STOP)[0]
+
+
+class Policy(Protocol):
+    def act(self, context: Sequence[int], *, max_tokens: int, seed: int) -> tuple[list[int], list[float]]:
+        """Up to `max_tokens` new token ids after `context`, and their log-probabilities."""
+        ...
+
+
+class ScriptedPolicy:
+    """Plays `lines` in order (line i after i observations); past the end it submits."""
+
+    def __init__(self, lines: Sequence[str]):
+        self.lines = list(lines)
+
+    def act(self, context, *, max_tokens, seed):
+        step = decode(context).count(OBS_CLOSE)
+        line = self.lines[step] if step < len(self.lines) else '<tool>{"name": "submit", "args": {}}</tool>'
+        ids = encode(line if line.endswith(STOP) else line + STOP)[:max_tokens]
+        return ids, [0.0] * len(ids)
+
+
+class TransformerPolicy:
+    """Samples from a `featdel.trainer.model.Transformer` until the protocol's newline.
+
+    `window`: how many of the latest context tokens the model sees (None: all of them; rotary
+    positions have no hard limit, and the trainer scores whole sequences)."""
+
+    def __init__(self, model, *, temperature: float = 1.0, top_k: int | None = None, window: int | None = None):
+        self.model, self.temperature, self.top_k, self.window = model, temperature, top_k, window
+
+    def act(self, context, *, max_tokens, seed):
+        import torch
+
+        from featdel.trainer.sampling import sample
+
+        ctx = list(context)[-self.window:] if self.window else list(context)
+        device = next(self.model.parameters()).device
+        prompt = torch.tensor([ctx or [STOP_ID]], dtype=torch.long, device=device)
+        out = sample(self.model, prompt, max_tokens, temperature=self.temperature, top_k=self.top_k, seed=seed,
+                     stop=STOP_ID)
+        ids, logprobs = out.tokens[0].tolist(), out.logprobs[0].tolist()
+        end = ids.index(STOP_ID) + 1 if STOP_ID in ids else len(ids)
+        return ids[:end], logprobs[:end]
