@@ -147,6 +147,8 @@ def combine_all(run_dir: Path, *, seed: int = 0, max_per_repo: int = 3) -> list[
     refused = {v.deletion_id for v in verdicts if v.strategy == "combine"}
     added: list[Deletion] = []
     for record in rd.mined():
+        if any(d.repo == record.name and d.strategy == "combine" for d in deletions.values()):
+            continue  # combined once: a resumed run adds nothing
         parts = [d for i, d in deletions.items() if i in verified and d.repo == record.name and d.strategy != "combine"]
         rng = random.Random(seed ^ zlib.crc32(f"combine\0{record.name}".encode()))
         with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:

@@ -13,7 +13,8 @@ For each deletion, in order (the first rule that fails ends it, and the verdict 
           not collected in every run (a skip is not a failure); F2P >= 1 (`reruns` when outcomes
           flip). The grader treats an uncollected F2P test as failed too, so noop and gold agree
   stub    tests that a trivial body (`pass`, `return None`, the first argument) makes pass leave
-          F2P; a task left with none is rejected
+          F2P; a task left with none is rejected. Wiring the deletion cut in other files (a
+          re-export) comes back with the stub, so the stub is importable and the gate not vacuous
   similar the deleted code is not a near copy (identifier-normalised) of code the start keeps
   leak    the deleted code has a distinctive line, and none is in the start state (git objects
           decompressed), the environment, what the sandbox shows, or the problem statement
@@ -21,6 +22,8 @@ For each deletion, in order (the first rule that fails ends it, and the verdict 
           passing baseline but F2P (never a sample), some of which may fail in the start state
   gold    the grader, given `patch`, resolves the task (every F2P and P2P test passes)
 The verdict keeps what was checked (patches, statement, start-state hash) for `package`.
+`combine` deletions (verified parts joined) come after a first pass and go through every rule
+again as a whole (featdel.delete.combine_all).
 "Sandbox or environment broke" ends as status `broken`, never as `rejected`.
 """
 
@@ -228,7 +231,7 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
                    deletion_patch=checked.deletion_patch, patch=checked.patch,
                    problem_statement=checked.problem_statement, start_sha256=checked.start_sha256,
                    similarity=checked.similarity, stub_passed=checked.stub_passed,
-                   timeout_s=opts.run_timeout(ctx))
+                   timeout_s=opts.run_timeout(ctx)).stamped()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
