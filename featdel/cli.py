@@ -4,6 +4,7 @@ heavy imports live inside the commands so `featdel --help` stays instant."""
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -216,6 +217,13 @@ def verify(
         opts = VerifyOptions(reruns=reruns, full_suite=full_suite, seed=seed)
         with StepProgress("verifying", ids) as progress:
             verdicts = verify_all(out, backend, opts, jobs=workers, on_step=progress.step)
+        deleted = json.loads(rd.options_json.read_text()).get("deleted", {}) if rd.options_json.exists() else {}
+        if "combine" in deleted.get("strategies", []):  # joins verified deletions: a second verify pass
+            from featdel.delete import combine_all
+
+            added = combine_all(out, seed=seed)
+            with StepProgress("verifying combined", [d.deletion_id for d in added]) as progress:
+                verdicts = verify_all(out, backend, opts, jobs=workers, on_step=progress.step)
         verdict_summary(verdicts)
 
 
@@ -291,6 +299,13 @@ def run(
         with StepProgress("verifying", ids) as progress:
             verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), jobs=workers,
                                   on_step=progress.step)
+        if strategy is None or "combine" in strategy:  # joins verified deletions: a second verify pass
+            from featdel.delete import combine_all
+
+            added = combine_all(out, seed=seed)
+            with StepProgress("verifying combined", [d.deletion_id for d in added]) as progress:
+                verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), jobs=workers,
+                                      on_step=progress.step)
         tasks, envs = write(out, max_tasks=max_tasks, hide_tests=hide_tests)
         verdict_summary(verdicts)
         typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
