@@ -21,7 +21,7 @@ from featdel.agent.episode import (
     rollouts,
     run_episode,
 )
-from featdel.agent.policy import ScriptedPolicy, TransformerPolicy
+from featdel.agent.policy import ScriptedPolicy, TransformerPolicy, decode
 from featdel.agent.protocol import render
 from featdel.agent.trajectory import read_trajectories, save_trajectories
 from featdel.corpus import CorpusEntry
@@ -60,13 +60,20 @@ SOLVE = [
 
 
 @pytest.fixture(scope="module")
-def task(tmp_path_factory, featdel_cache, local_backend) -> AgentTask:
+def mined(tmp_path_factory, featdel_cache, local_backend):
     repo = make_repo(tmp_path_factory.mktemp("agentrepo") / "agentlib", LIB)
     run_dir = tmp_path_factory.mktemp("agentrun")
     [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=local_backend,
                     thresholds=Thresholds(min_passing=3, min_coverage=10.0))
     assert record.status == RepoStatus.MINED, record.reason
+    return run_dir, record
+
+
+@pytest.fixture(scope="module")
+def task(mined) -> AgentTask:
     from featdel.envs import load
+
+    run_dir, record = mined
 
     snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"
     deletion_patch, gold = diff(snapshot, {"agentlib/text.py": STUBBED})
@@ -156,6 +163,43 @@ def test_trajectory_round_trips_and_mask_is_the_policy_tokens(task, local_backen
     assert sum(traj.mask) == sum(len(t.action_ids) for t in traj.turns)
     assert set(traj.mask[: traj.prompt_len]) == {0}
     assert traj.hints and all(h.at == traj.turns[h.turn].action_start for h in traj.hints)
+    pytest.importorskip("torch")
+    from featdel.trainer.rl_loss import insert_hint
+
+    hint = traj.hints[0]
+    turn = traj.turns[hint.turn]
+    teacher, where = insert_hint(traj.tokens, hint.at, hint.ids())
+    assert decode(teacher[hint.at : hint.at + len(hint.ids())]) == f"<hint>{hint.text}</hint>\n"
+    assert [teacher[where[p]] for p in range(turn.action_start, turn.action_start + len(turn.action_ids))] == (
+        turn.action_ids)
+
+
+def test_tasks_load_from_shards_with_their_statements(mined, task, local_backend, tmp_path):
+    """The loader reads the task and env shards (written here as `featdel package` writes them)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from featdel.agent.episode import load_agent_tasks
+    from featdel.package import ENV_SCHEMA, TASK_SCHEMA, env_row
+    from featdel.rundir import RunDir
+
+    run_dir, record = mined
+    env = env_row(run_dir, record)
+    row = {"instance_id": task.instance_id, "env_id": env["env_id"], "deletion_patch": task.grade.deletion_patch,
+           "patch": task.grade.gold_patch, "test_patch": "", "problem_statement": task.statement,
+           "FAIL_TO_PASS": F2P, "PASS_TO_PASS": P2P, "timeout_s": 60.0}
+    layout = RunDir(run_dir)
+    for folder, stem, rows, schema in ((layout.tasks_dir, "tasks", [row], TASK_SCHEMA),
+                                       (layout.envs_dir, "envs", [env], ENV_SCHEMA)):
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), folder / f"{stem}-00000.parquet")
+    loaded = load_agent_tasks(run_dir, tmp_path)
+    assert set(loaded) == {task.instance_id}
+    got = loaded[task.instance_id]
+    assert isinstance(got, AgentTask), got
+    assert got.statement == task.statement and got.grade.fail_to_pass == F2P
+    traj = run_episode(got, ScriptedPolicy(SOLVE[2:]), local_backend)
+    assert traj.reward == 1.0, (traj.status, traj.reason)
 
 
 def test_untrained_transformer_runs_episodes_end_to_end(task, local_backend):

@@ -39,12 +39,20 @@ class Turn:
         return json.dumps(self.call, sort_keys=True) if self.call is not None else "text:" + self.action_text
 
 
+HINT_OPEN, HINT_CLOSE = "<hint>", "</hint>\n"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Hint:
     turn: int  # the turn whose behaviour it targets
     at: int  # that turn's `action_start`: the teacher sees the hint inserted there
     rule: str
     text: str
+
+    def ids(self) -> list[int]:
+        """The hint as the teacher reads it, on a line of its own before the turn's action:
+        `insert_hint(traj.tokens, hint.at, hint.ids())` (featdel.trainer.rl_loss)."""
+        return list((HINT_OPEN + self.text + HINT_CLOSE).encode("utf-8"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
