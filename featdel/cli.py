@@ -419,6 +419,9 @@ def _register_subcommands() -> None:
     from featdel.curriculum.cli import curriculum_app
 
     app.add_typer(curriculum_app, name="curriculum")
+    from featdel.cli_data import register  # env build, export, publish, fetch
+
+    register(app)
 
 
 _register_subcommands()

@@ -23,3 +23,7 @@ class SandboxError(FeatdelError):
 
 class RunDirError(FeatdelError):
     """A run directory is missing a stage's output or holds something unexpected."""
+
+
+class PublishError(FeatdelError):
+    """A dataset could not be published to or fetched from the Hub (token, network, layout)."""
