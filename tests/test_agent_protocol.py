@@ -1,19 +1,21 @@
 """The tool protocol and the work tree's confinement, without a sandbox.
 
 Pins: `parse` never raises, whatever the text (random bytes, nesting bombs, wrong types, extra
-keys, two calls); a valid call comes back with its defaults filled in; an unknown name is
-`unknown_tool`, everything else wrong is `malformed`. No tool reads or writes outside the work
+keys, two calls), nor does a tool on hostile argument strings (lone surrogates, huge numbers);
+a valid call comes back with its defaults filled in; an unknown name is `unknown_tool`,
+everything else wrong is `malformed`; a trajectory holding odd text survives its JSON line. No tool reads or writes outside the work
 tree: `..`, absolute paths, `.git`, symlinks out (files and directories), patches naming outside
 paths; a write to a link inside the tree replaces the link and never writes through it.
 """
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
-from featdel.agent.policy import decode
+from featdel.agent.policy import decode, encode
 from featdel.agent.protocol import (
     TOOLS,
     CallError,
@@ -22,6 +24,13 @@ from featdel.agent.protocol import (
     parse,
     render,
     tools_text,
+)
+from featdel.agent.trajectory import (
+    Hint,
+    Trajectory,
+    Turn,
+    read_trajectories,
+    save_trajectories,
 )
 from featdel.agent.workspace import PathRefused, Workspace, confine, patch_paths
 
@@ -132,3 +141,30 @@ def test_patch_paths_reads_every_header():
     patch = ("diff --git a/x.py b/y.py\nrename from x.py\nrename to y.py\n--- a/x.py\t2020\n+++ b/y.py\n"
              "--- /dev/null\n+++ b/new.py\n")
     assert patch_paths(patch) == ["x.py", "y.py", "new.py"]
+
+
+def test_hostile_argument_strings_are_error_observations(tree):
+    ws = Workspace(tree, None, None)
+    odd = ["\ud800", "a" * 5000, "pkg/\udcff.py", "pkg/mod.py/x", "pkg", " ", "-rf", "pkg//mod.py"]
+    for text in odd:
+        for name, args in (("read_file", {"path": text}), ("list_dir", {"path": text}),
+                           ("write_file", {"path": text, "content": text}),
+                           ("apply_patch", {"patch": f"--- a/{text}\n+++ b/{text}\n@@ -1 +1 @@\n-x\n+{text}\n"}),
+                           ("read_file", {"path": "pkg/mod.py", "start": 10**30, "lines": 10**30})):
+            call = parse(json.dumps({"name": name, "args": args}).join(["<tool>", "</tool>"]))
+            assert isinstance(call, ToolCall), call
+            obs = ws.execute(call)
+            assert isinstance(obs.text, str) and encode(obs.text)
+
+
+def test_a_trajectory_with_odd_text_round_trips(tmp_path):
+    turn = Turn(index=0, action_start=3, action_ids=[255, 10], logprobs=[-1.5, -0.25], action_text="\ufffd\n",
+                call={"name": "read_file", "args": {"path": "\ud800"}}, error=None, observation="\x00 é",
+                ok=False)
+    traj = Trajectory(instance_id="x", rollout=0, seed=1, prompt_len=3, tokens=[1, 2, 3, 255, 10, 60],
+                      mask=[0, 0, 0, 1, 1, 0], turns=[turn],
+                      hints=[Hint(turn=0, at=3, rule="r", text="\ud800 hint")], ended="turn_budget", patch="",
+                      reward=0.0, status="unresolved")
+    save_trajectories(tmp_path / "t.jsonl", [traj])
+    assert read_trajectories(tmp_path / "t.jsonl") == [traj]
+    assert traj.policy_tokens() == [255, 10] and traj.hints[0].ids()[:6] == list(b"<hint>")

@@ -23,7 +23,8 @@ OBS_OPEN, OBS_CLOSE = "<obs>\n", "\n</obs>\n"
 
 
 def encode(text: str) -> list[int]:
-    return list(text.encode("utf-8"))
+    """Bytes of `text`; a lone surrogate (JSON can carry one into a path) becomes "?"."""
+    return list(text.encode("utf-8", errors="replace"))
 
 
 def decode(ids: Sequence[int]) -> str:

@@ -52,7 +52,7 @@ class Hint:
     def ids(self) -> list[int]:
         """The hint as the teacher reads it, on a line of its own before the turn's action:
         `insert_hint(traj.tokens, hint.at, hint.ids())` (featdel.trainer.rl_loss)."""
-        return list((HINT_OPEN + self.text + HINT_CLOSE).encode("utf-8"))
+        return list((HINT_OPEN + self.text + HINT_CLOSE).encode("utf-8", errors="replace"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -91,7 +91,7 @@ def save_trajectories(path: Path, trajectories: list[Trajectory]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as fh:
         for traj in trajectories:
-            fh.write(json.dumps(traj.to_dict(), ensure_ascii=False) + "\n")
+            fh.write(json.dumps(traj.to_dict()) + "\n")  # ASCII: lone surrogates survive
 
 
 def read_trajectories(path: Path) -> list[Trajectory]:

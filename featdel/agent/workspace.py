@@ -76,7 +76,7 @@ class Workspace:
             obs = Observation(text=f"error: {exc}", ok=False)
         except SandboxError as exc:
             obs = Observation(text=f"error: the sandbox failed: {exc}", ok=False, ran_tests=True)
-        except (OSError, UnicodeError, subprocess.SubprocessError) as exc:
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:  # ValueError: UnicodeError too
             obs = Observation(text=f"error: {type(exc).__name__}: {str(exc)[:300]}", ok=False)
         return obs
 
@@ -124,8 +124,9 @@ class Workspace:
             return Observation(text="error: no file headers (diff --git a/... b/..., ---, +++) in the patch", ok=False)
         for rel in paths:
             confine(self.root, rel)
-        with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
-            fh.write(patch if patch.endswith("\n") else patch + "\n")
+        data = (patch if patch.endswith("\n") else patch + "\n").encode("utf-8", errors="surrogateescape")
+        with tempfile.NamedTemporaryFile("wb", suffix=".patch", delete=False) as fh:
+            fh.write(data)
         try:
             # GIT_CEILING_DIRECTORIES: the tree has no .git; never let git find a parent repository.
             done = subprocess.run(["git", "apply", "--whitespace=nowarn", "--recount", fh.name], cwd=self.root,
