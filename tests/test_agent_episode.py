@@ -138,8 +138,11 @@ def test_budgets_end_episodes(task, local_backend):
     assert by_turns.ended == "turn_budget" and len(by_turns.turns) == 3
     assert by_turns.status == "not_submitted" and by_turns.reward == 0.0
     by_tokens = run_episode(task, looking, local_backend,
-                            config=EpisodeConfig(max_tokens=by_turns.prompt_len + 150, require_submit=True))
-    assert by_tokens.ended == "token_budget" and 1 <= len(by_tokens.turns) < 10
+                            config=EpisodeConfig(max_tokens=by_turns.prompt_len + 120, require_submit=True))
+    assert by_tokens.ended == "token_budget" and len(by_tokens.turns) == 2
+    cut = by_tokens.turns[-1]  # cut off by the episode's budget, not rambling: no long_output hint
+    assert cut.action_start + len(cut.action_ids) == by_tokens.prompt_len + 120 and cut.error == "malformed"
+    assert [h.rule for h in by_tokens.hints] == ["malformed_call"]
     rambling = ScriptedPolicy(["x" * 5000])
     capped = run_episode(task, rambling, local_backend,
                          config=EpisodeConfig(max_turns=1, max_action_tokens=100, require_submit=True))

@@ -116,7 +116,7 @@ def run_episode(task: AgentTask, policy: Policy, backend, *, config: EpisodeConf
                     call=None if isinstance(parsed, CallError) else {"name": parsed.name, "args": parsed.args},
                     error=str(parsed.kind) if isinstance(parsed, CallError) else None, observation=obs.text,
                     ok=obs.ok, touched=obs.touched, ran_tests=obs.ran_tests,
-                    hit_cap=len(ids) == allowance and ids[-1:] != [STOP_ID], obs_start=len(tokens),
+                    hit_cap=len(ids) >= config.max_action_tokens and ids[-1:] != [STOP_ID], obs_start=len(tokens),
                     obs_len=len(obs_ids))
         tokens += obs_ids
         mask += [0] * len(obs_ids)

@@ -30,7 +30,7 @@ class Turn:
     ok: bool  # the call ran without an error observation
     touched: list[str] = field(default_factory=list)
     ran_tests: bool = False
-    hit_cap: bool = False  # the action used the whole per-turn token allowance
+    hit_cap: bool = False  # the action used all of `max_action_tokens` without ending its line
     obs_start: int = 0  # position of the observation's first token
     obs_len: int = 0
 
