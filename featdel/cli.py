@@ -273,15 +273,27 @@ def run(
     threshold: ThresholdOpt = None,
     hide_tests: HideTests = False,
     strip_docstrings: StripDocs = False,
+    target_pass_rate: Annotated[float | None, typer.Option(
+        "--target-pass-rate", min=0.01, max=0.99, help="Per candidate, choose the knobs (strategy, docstrings, "
+        "tests hidden) whose predicted pass rate for --learner is nearest this (featdel.curriculum).")] = None,
+    learner: Annotated[str | None, typer.Option("--learner", help="Whose recorded attempts fit the difficulty "
+                                                "model (with --target-pass-rate).")] = None,
+    history: Annotated[list[Path] | None, typer.Option("--history", help="Run directory whose tasks and "
+                       "curriculum.duckdb hold the learner's attempts (repeatable; default: --out).")] = None,
     verbose: Verbose = False,
 ) -> None:
     """Mine, delete, verify and package in one go; resumable on the same --out.
+
+    With --target-pass-rate the knobs are chosen per candidate by the learner's difficulty model
+    and recorded with the predicted pass rate in each task's `steering` column.
 
     Examples:
 
       featdel run pypi:inflection==0.5.1 --out runs/a
 
       featdel run --corpus corpora/default.toml --out runs/demo -j 2 --max-candidates 5
+
+      featdel run pypi:inflection==0.5.1 --out runs/b --target-pass-rate 0.3 --learner policy-v3 --history runs/a
     """
     from featdel.package import package as write
     from featdel.progress import StepProgress, verdict_summary
@@ -293,7 +305,13 @@ def run(
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
         _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers)
         per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
-        _delete(out, strategy, per_repo, seed, strip_docstrings, backend)
+        if target_pass_rate is None:
+            _delete(out, strategy, per_repo, seed, strip_docstrings, backend)
+        else:
+            from featdel.curriculum import generate
+
+            fitted = generate.steered_delete(out, learner=learner, target=target_pass_rate, history=history or [out],
+                                             strategies=strategy, max_candidates=per_repo, seed=seed, backend=backend)
         rd = RunDir(out)
         ids = [d.deletion_id for d in rd.deletions()]
         with StepProgress("verifying", ids) as progress:
@@ -306,7 +324,11 @@ def run(
             with StepProgress("verifying combined", [d.deletion_id for d in added]) as progress:
                 verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), jobs=workers,
                                       on_step=progress.step)
-        tasks, envs = write(out, max_tasks=max_tasks, hide_tests=hide_tests)
+        knobs = None
+        if target_pass_rate is not None:
+            generate.annotate_combined(out, fitted, target=target_pass_rate, learner=learner)
+            knobs = generate.read_steering(out)
+        tasks, envs = write(out, max_tasks=max_tasks, hide_tests=hide_tests, steering=knobs)
         verdict_summary(verdicts)
         typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
 

@@ -29,6 +29,13 @@ DIFFICULTY = pa.struct([
     ("references", pa.int32()), ("similarity", pa.float32()), ("docstrings_kept", pa.bool_()),
     ("tests_visible", pa.bool_()),
 ])
+# `featdel run --target-pass-rate`: the knobs chosen for the task and its predicted pass rate
+# for the learner (featdel.curriculum.generate); null for tasks made without steering.
+STEERING = pa.struct([
+    ("learner", pa.string()), ("target_pass_rate", pa.float32()), ("predicted_pass_rate", pa.float32()),
+    ("strategy", pa.string()), ("docstrings_kept", pa.bool_()), ("tests_visible", pa.bool_()),
+    ("combined", pa.int32()),
+])
 TASK_SCHEMA = pa.schema([
     ("instance_id", pa.string()), ("repo", pa.string()), ("source", pa.string()),
     ("base_commit", pa.string()), ("environment_setup_commit", pa.string()), ("env_id", pa.string()),
@@ -38,7 +45,7 @@ TASK_SCHEMA = pa.schema([
     ("test_cmd", pa.list_(pa.string())), ("strategy", pa.string()),
     ("deleted_symbols", pa.list_(pa.string())), ("difficulty", DIFFICULTY),
     ("image_name", pa.string()), ("timeout_s", pa.float32()), ("start_sha256", pa.string()),
-    ("created_at", pa.timestamp("us", tz="UTC")),
+    ("created_at", pa.timestamp("us", tz="UTC")), ("steering", STEERING),
 ])
 ENV_SCHEMA = pa.schema([
     ("env_id", pa.string()), ("repo", pa.string()), ("source", pa.string()), ("base_commit", pa.string()),
@@ -52,7 +59,8 @@ def env_id(record: RepoRecord) -> str:
     return Path(record.env_dir).name
 
 
-def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = False) -> tuple[int, int]:
+def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = False,
+            steering: dict[str, dict] | None = None) -> tuple[int, int]:
     """Write the shards (replacing earlier ones); return (tasks, envs) written. With
     `hide_tests`, the start state also lacks the files of the F2P tests, and `test_patch`
     (SWE-bench meaning: applied before grading) brings them back."""
@@ -66,7 +74,10 @@ def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = F
     for v in sorted(verified, key=lambda v: v.deletion_id)[:max_tasks]:
         record, deletion = records[v.repo], deletions[v.deletion_id]
         used[v.repo] = record
-        rows.append(task_row(run_dir, record, deletion, v, now, hide_tests=hide_tests))
+        knobs = (steering or {}).get(v.deletion_id)  # a steered task's own tests-visible knob
+        row = task_row(run_dir, record, deletion, v, now, hide_tests=hide_tests if knobs is None
+                       else not knobs["tests_visible"])
+        rows.append(row | {"steering": {f.name: knobs.get(f.name) for f in STEERING} if knobs else None})
     env_rows = [env_row(run_dir, r) for r in sorted(used.values(), key=lambda r: r.name)]
     _write(rd.tasks_dir, "tasks", rows, TASK_SCHEMA)
     _write(rd.envs_dir, "envs", env_rows, ENV_SCHEMA)

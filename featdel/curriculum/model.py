@@ -63,7 +63,7 @@ class DifficultyModel:
         return 1.0 / (1.0 + math.exp(-self.logit(difficulty, strategy, round=round)))
 
 
-def fit(observations: list[Observation], *, l2: float = 1.0, window: int | None = 5) -> DifficultyModel:
+def fit(observations: list[Observation], *, l2: float = 10.0, window: int | None = 5) -> DifficultyModel:
     obs = [o for o in observations if o.trials > 0]
     if not obs:
         raise ValueError("no graded attempts to fit the difficulty model on")
@@ -101,7 +101,7 @@ class Calibration:
     out_of_fold: bool
 
 
-def calibrate(observations: list[Observation], *, folds: int = 5, tolerance: float = 0.15, l2: float = 1.0,
+def calibrate(observations: list[Observation], *, folds: int = 5, tolerance: float = 0.15, l2: float = 10.0,
               window: int | None = 5, seed: int = 0) -> Calibration:
     """Brier score and the within-tolerance share, each task predicted by a model fitted without
     it (k folds over tasks) when there are at least 2*folds tasks, else in sample."""
