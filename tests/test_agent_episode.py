@@ -1,10 +1,11 @@
 """Episodes through the real sandbox and grader, on a real tiny task (tiny repo, real venv).
 
 Pins: a scripted policy that restores the feature earns reward 1 from `featdel.grade` (k rollouts
-in parallel threads, each in its own work tree), and one that submits nothing earns 0 with the
-`submit_untested` hint; malformed and unknown calls, path escapes and test edits become error
-observations or hints, never crashes; turn and token budgets end episodes; a trajectory survives
-its JSON line unchanged and its mask covers exactly the policy's tokens; an untrained debug
+in parallel threads, each in its own work tree; a rollout that raises is a `broken` record and
+the others finish), and one that submits nothing earns 0 with the `submit_untested` hint;
+malformed and unknown calls, path escapes and test edits become error observations or hints,
+never crashes; turn and token budgets end episodes; a trajectory survives its JSON line unchanged
+and its mask covers exactly the policy's tokens; tasks load from shards; an untrained debug
 Transformer runs whole episodes (garbage in, handled).
 """
 
@@ -229,3 +230,20 @@ def test_final_patch_ignores_caches_the_tests_left(task, local_backend, tmp_path
     (tmp_path / "work" / "agentlib" / "__pycache__").mkdir(exist_ok=True)
     (tmp_path / "work" / "agentlib" / "__pycache__" / "text.cpython-311.pyc").write_bytes(b"\0junk")
     assert final_patch(tmp_path / "start", tmp_path / "work") == ""
+
+
+class OddRolloutsBreak:
+    """Submits at once; in odd rollouts it emits an id outside the byte vocabulary (a policy bug)."""
+
+    def act(self, context, *, max_tokens, seed):
+        if seed % 2:  # turn 0 of rollout i samples with seed (seed + i) * 1000003, an odd multiplier
+            return [999], [0.0]
+        ids = list(render("submit").encode())
+        return ids, [0.0] * len(ids)
+
+
+def test_a_rollout_that_raises_is_a_broken_record_and_the_rest_go_on(task, local_backend):
+    ok, broken = rollouts(task, OddRolloutsBreak(), local_backend, k=2, config=EpisodeConfig(require_submit=True))
+    assert ok.ended == "submitted" and ok.status == "unresolved" and ok.reward == 0.0
+    assert broken.status == "broken" and broken.ended == "error" and broken.reward == 0.0
+    assert "outside the byte vocabulary" in broken.reason and broken.tokens == [] and broken.rollout == 1

@@ -181,14 +181,23 @@ def final_patch(start: Path, work: Path) -> str:
 def rollouts(task: AgentTask, policy: Policy, backend, *, k: int, config: EpisodeConfig = EpisodeConfig(),
              seed: int = 0, workdir: Path | None = None, workers: int | None = None,
              rules: dict[str, Rule] | None = None) -> list[Trajectory]:
-    """k episodes of `task` in parallel threads (rollout i has seed `seed + i`), in order."""
+    """k episodes of `task` in parallel threads (rollout i has seed `seed + i`), in order. An
+    episode that raises (the policy, the sandbox, the start state) is a `broken` trajectory with
+    the traceback as its reason, and the other rollouts go on: a trainer leaves `broken` out."""
     if k < 1:
         raise ValueError(f"k={k} must be >= 1")
-    with ThreadPoolExecutor(max_workers=workers or k, thread_name_prefix="rollout") as pool:
-        futures = [pool.submit(run_episode, task, policy, backend, config=config, rollout=i, seed=seed + i,
+
+    def one(i: int) -> Trajectory:
+        try:
+            return run_episode(task, policy, backend, config=config, rollout=i, seed=seed + i,
                                workdir=None if workdir is None else workdir / f"rollout-{i}", rules=rules)
-                   for i in range(k)]
-        return [f.result() for f in futures]
+        except Exception:  # noqa: BLE001 - one rollout's failure is a record, not a dead group
+            return Trajectory(instance_id=task.instance_id, rollout=i, seed=seed + i, prompt_len=0, tokens=[], mask=[],
+                              turns=[], hints=[], ended="error", patch="", reward=0.0, status="broken",
+                              reason=traceback.format_exc(limit=4)[-1500:])
+
+    with ThreadPoolExecutor(max_workers=workers or k, thread_name_prefix="rollout") as pool:
+        return list(pool.map(one, range(k)))
 
 
 def load_agent_tasks(run_dir: Path, workdir: Path, *, backend=None,

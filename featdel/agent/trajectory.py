@@ -65,10 +65,10 @@ class Trajectory:
     mask: list[int]  # 1 on the policy's own tokens, 0 on the prompt and observations
     turns: list[Turn]
     hints: list[Hint]
-    ended: str  # "submitted" | "turn_budget" | "token_budget"
+    ended: str  # "submitted" | "turn_budget" | "token_budget" | "error" (the episode raised)
     patch: str
     reward: float
-    status: str  # the grader's status
+    status: str  # the grader's status; "not_submitted"; "broken": not the learner's doing, do not train on it
     reason: str = ""
     seconds: float = 0.0
 
