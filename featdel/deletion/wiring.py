@@ -26,10 +26,12 @@ class FilePlan:
 
     nodes: list = field(default_factory=list)  # statements removed whole
     drops: dict[int, set[int]] = field(default_factory=dict)  # from-import byte -> dropped names
-    stubs: list[Splice] = field(default_factory=list)  # any other splice (stubs, list elements)
+    stubs: list[Splice] = field(default_factory=list)  # any other splice (stubs)
+    elements: dict[int, tuple[object, set[int]]] = field(default_factory=dict)  # container byte -> cut items
 
     def copy(self) -> FilePlan:
-        return FilePlan(list(self.nodes), {k: set(v) for k, v in self.drops.items()}, list(self.stubs))
+        return FilePlan(list(self.nodes), {k: set(v) for k, v in self.drops.items()}, list(self.stubs),
+                        {k: (n, set(i)) for k, (n, i) in self.elements.items()})
 
 
 def _name_splices(stmt, dropped: set[int]) -> list[Splice]:
@@ -59,10 +61,12 @@ class Plan:
                 dropped = plan.drops.get(ref.node.start_byte)
                 if not dropped:
                     continue
-                if len(dropped) == len(ref.names) and not ref.aliased:
+                if len(dropped) == len(list(ref.node.children_by_field_name("name"))):
                     nodes.append(ref.node)
                 else:
                     splices += _name_splices(ref.node, dropped)
+            for container, cut in plan.elements.values():
+                splices += _element_splices(container, cut)
             splices += removal(source, ts, nodes) if nodes else []
             edits[rel] = decode(apply(source, splices))
         return edits
@@ -77,11 +81,40 @@ class Plan:
         return self.files.setdefault(rel, FilePlan())
 
 
+def _items(container) -> list:
+    return [c for c in container.named_children if c.type != "comment"]
+
+
+def _element_splices(container, cut: set[int]) -> list[Splice]:
+    """Splices dropping items `cut` (indices) of a list, tuple or dict literal, keeping the
+    rest's formatting; a tuple left with one item keeps a trailing comma."""
+    items = _items(container)
+    if len(cut) >= len(items):
+        text = container.text.decode()
+        return [Splice(container.start_byte, container.end_byte, (text[0] + text[-1]).encode())]
+    out, i = [], 0
+    while i < len(items):
+        if i not in cut:
+            i += 1
+            continue
+        j = i
+        while j + 1 < len(items) and j + 1 in cut:
+            j += 1
+        if j + 1 < len(items):
+            out.append(Splice(items[i].start_byte, items[j + 1].start_byte, b""))
+        else:
+            lone = container.type == "tuple" and len(items) - len(cut) == 1
+            follows = container.text[items[j].end_byte - container.start_byte:].lstrip().startswith(b",")
+            out.append(Splice(items[i - 1].end_byte, items[j].end_byte, b"," if lone and not follows else b""))
+        i = j + 1
+    return out
+
+
 @dataclass
 class Wiring:
     drops: list[tuple[str, int, int]] = field(default_factory=list)  # (path, import byte, name byte)
     nodes: list[tuple[str, object]] = field(default_factory=list)  # (path, statement removed whole)
-    splices: list[tuple[str, Splice]] = field(default_factory=list)  # (path, list element cut)
+    elements: list[tuple[str, object, int]] = field(default_factory=list)  # (path, container, item index)
     labels: list[str] = field(default_factory=list)  # "path::name (what)", for the record
 
     def add_to(self, plan: Plan) -> None:
@@ -89,11 +122,11 @@ class Wiring:
             plan.file(rel).drops.setdefault(stmt, set()).add(name)
         for rel, node in self.nodes:
             plan.file(rel).nodes.append(node)
-        for rel, splice in self.splices:
-            plan.file(rel).stubs.append(splice)
+        for rel, container, index in self.elements:
+            plan.file(rel).elements.setdefault(container.start_byte, (container, set()))[1].add(index)
 
     def __bool__(self) -> bool:
-        return bool(self.drops or self.nodes or self.splices)
+        return bool(self.drops or self.nodes or self.elements)
 
 
 def find(tree: Tree, home: str, name: str, cls: str | None = None) -> Wiring:
@@ -115,7 +148,9 @@ def find(tree: Tree, home: str, name: str, cls: str | None = None) -> Wiring:
                     continue
                 if _used(tree, rel, name):
                     continue  # code here calls it: not wiring, and the check will say so
-                for bound, node in ref.names:
+                for node in ref.node.children_by_field_name("name"):
+                    bound = node.text.decode() if node.type != "aliased_import" else \
+                        node.child_by_field_name("name").text.decode()  # `name as alias` re-exports too
                     if bound == name and (rel, ref.node.start_byte, node.start_byte) not in out.drops:
                         out.drops.append((rel, ref.node.start_byte, node.start_byte))
                         out.labels.append(f"{rel}::{name} (import)")
@@ -125,6 +160,10 @@ def find(tree: Tree, home: str, name: str, cls: str | None = None) -> Wiring:
     for rel in tree.source_paths():  # `name = curry(pkg.name)` wires it in without importing it
         if rel in binders or name.encode() in tree.read(rel):
             _aliases(tree, rel, tree.tree(rel).root_node, name, out, attributes=rel not in binders)
+    for label in [lb for lb in out.labels if lb.endswith(" (alias)")]:  # an alias's `__all__` entry
+        rel, _, alias = label.removesuffix(" (alias)").partition("::")
+        if alias.isidentifier() and alias != name:
+            _aliases(tree, rel, tree.tree(rel).root_node, alias, out, all_only=True)
     return out
 
 
@@ -170,7 +209,8 @@ def _refers(node, name: str, attributes: bool) -> bool:
     return False
 
 
-def _aliases(tree: Tree, rel: str, block, name: str, out: Wiring, attributes: bool = False) -> None:
+def _aliases(tree: Tree, rel: str, block, name: str, out: Wiring, attributes: bool = False,
+             all_only: bool = False) -> None:
     """Statements of `block` (a module or class body) that wire `name` in; with `attributes`,
     only those reaching it as `pkg.name` (a module that never imports it)."""
     for stmt in block.named_children:
@@ -189,6 +229,8 @@ def _aliases(tree: Tree, rel: str, block, name: str, out: Wiring, attributes: bo
                 continue
             if target == "__all__" and right.type in ("list", "tuple"):
                 _elements(rel, right, lambda e: e.type == "string" and _string(e) == name, out, "__all__")
+            elif all_only:
+                continue
             elif _refers(right, name, False) and left is not None and \
                     left.type in ("identifier", "subscript", "attribute"):
                 out.nodes.append((rel, stmt))
@@ -196,7 +238,7 @@ def _aliases(tree: Tree, rel: str, block, name: str, out: Wiring, attributes: bo
             elif right.type == "dictionary":
                 _elements(rel, right, lambda e: e.type == "pair" and _is(e.child_by_field_name("value"), name),
                           out, f"{target} entry")
-        elif expr.type == "call" and not attributes:
+        elif expr.type == "call" and not attributes and not all_only:
             args = expr.child_by_field_name("arguments")
             fn = expr.child_by_field_name("function")
             if fn is not None and fn.text.decode() == "__all__.extend" and args is not None and args.named_children:
@@ -218,16 +260,7 @@ def _string(node) -> str | None:
 
 
 def _elements(rel: str, container, match, out: Wiring, what: str) -> None:
-    items = [c for c in container.named_children if c.type != "comment"]
-    for i, e in enumerate(items):
-        if not match(e):
-            continue
-        if i + 1 < len(items):
-            splice = Splice(e.start_byte, items[i + 1].start_byte, b"")
-        elif i > 0:
-            splice = Splice(items[i - 1].end_byte, e.end_byte, b"")
-        else:
-            text = container.text.decode()
-            splice = Splice(container.start_byte, container.end_byte, (text[0] + text[-1]).encode())
-        out.splices.append((rel, splice))
-        out.labels.append(f"{rel}::{_string(e) or what} ({what})")
+    for i, e in enumerate(_items(container)):
+        if match(e) and (rel, container, i) not in out.elements:
+            out.elements.append((rel, container, i))
+            out.labels.append(f"{rel}::{_string(e) or what} ({what})")
