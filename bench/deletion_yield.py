@@ -101,12 +101,14 @@ def report(rd: RunDir, groups: dict[str, str]) -> None:
             y = f"{100 * c['verified'] / c['candidates']:.0f}%" if c["candidates"] else "-"
             cells.append(f"{c['candidates']:>5} {c['refused']:>7} {c['verified']:>8} {y:>6}")
         print(f"{name:<9}| {cells[0]:<44}| {cells[1]}")
-    print("\nverified task size, median [p25-p75] max (default corpus | others)")
-    print(f"{'strategy':<9}{'deleted lines':>36}{'symbols':>34}{'files':>30}{'F2P':>34}")
+    print("\nverified task size, median [p25-p75] max")
+    print(f"{'strategy':<9}{'group':<9}{'n':>4}{'deleted lines':>24}{'symbols':>16}{'files':>14}{'F2P':>20}")
     for name in names:
-        cells = [f"{_spread(sizes[(name, 'default')][k])} | {_spread(sizes[(name, 'other')][k])}"
-                 for k in ("lines", "symbols", "files", "f2p")]
-        print(f"{name:<9}{cells[0]:>36}{cells[1]:>34}{cells[2]:>30}{cells[3]:>34}")
+        for group in ("default", "other"):
+            s = sizes[(name, group)]
+            if s["lines"]:
+                print(f"{name:<9}{group:<9}{len(s['lines']):>4}{_spread(s['lines']):>24}{_spread(s['symbols']):>16}"
+                      f"{_spread(s['files']):>14}{_spread(s['f2p']):>20}")
     per_repo = defaultdict(set)
     for v in verdicts:
         if v.status == "verified":
