@@ -79,22 +79,46 @@ def connect(path: Path, *, read_only: bool = False, lock_timeout_s: float = 120.
         raise StoreError(f"{path} does not exist: record attempts first (`featdel curriculum record`)")
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + lock_timeout_s
-    delay = 0.01
-    while True:
+    # A sidecar lock taken before DuckDB opens the file: two processes creating the database at
+    # once would otherwise see a half-written file ("not a valid DuckDB database file").
+    with _file_lock(path.with_name(path.name + ".lock"), shared=read_only, deadline=deadline):
+        delay = 0.01
+        while True:
+            try:
+                con = duckdb.connect(str(path), read_only=read_only)
+                break
+            except duckdb.IOException as exc:
+                if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise StoreError(f"{path}: {str(exc).splitlines()[0]}") from None
+                time.sleep(delay * (0.5 + random.random()))
+                delay = min(delay * 1.6, 0.25)
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
-            break
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise StoreError(f"{path}: {str(exc).splitlines()[0]}") from None
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 1.6, 0.25)
-    try:
-        if not read_only:
-            con.execute(SCHEMA)
-        yield con
-    finally:
-        con.close()
+            if not read_only:
+                con.execute(SCHEMA)
+            yield con
+        finally:
+            con.close()
+
+
+@contextmanager
+def _file_lock(lock_path: Path, *, shared: bool, deadline: float) -> Iterator[None]:
+    """flock on `lock_path` (shared for readers, exclusive for writers), waiting until `deadline`."""
+    import fcntl
+
+    with open(lock_path, "a") as fh:
+        mode = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+        while True:
+            try:
+                fcntl.flock(fh, mode)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StoreError(f"{lock_path}: another process held the lock too long") from None
+                time.sleep(0.02 + 0.03 * random.random())
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def add(path: Path, attempts: Iterable[Attempt], *, lock_timeout_s: float = 120.0) -> int:
