@@ -153,8 +153,9 @@ def build_all(run_dir: Path, *, backend: str = "local", only: str | None = None,
         try:
             where, fresh = build_local(row) if backend == "local" else build_image(row)
             out.append(Built(env_id=row.env_id, backend=backend, where=where, status="built" if fresh else "reused"))
-        except EnvBuildError as exc:
-            out.append(Built(env_id=row.env_id, backend=backend, where="", status="failed", reason=str(exc)))
+        except Exception as exc:  # docker and pip fail in many ways: one env's failure is its own
+            reason = str(exc) if isinstance(exc, EnvBuildError) else f"{type(exc).__name__}: {str(exc)[:300]}"
+            out.append(Built(env_id=row.env_id, backend=backend, where="", status="failed", reason=reason))
         on_step(row.env_id, "done")
     return out
 

@@ -43,7 +43,7 @@ def materialize(run_dir: Path, instance_id: str, dest: Path) -> str:
     tests = " ".join(shlex.quote(t) for t in task["FAIL_TO_PASS"][:3])
     return (
         f"start state of {instance_id} written to {dest} (one commit, no history).\n"
-        f"Its environment is {env_root} (built by `featdel mine`; recipe: {env['install']}).\n"
+        f"Its environment is {env_root} (built by `featdel mine` or `featdel env build`; recipe: {env['install']}).\n"
         f"Run its failing tests in the sandbox, with the start state in place of the env's checkout:\n"
         f"  featdel sandbox exec --workdir {dest} --mount-at {env_root / 'src'} -- "
         f"{env_root / 'venv/bin/python'} -m pytest {tests}"

@@ -108,3 +108,35 @@ def test_docker_image_from_shards_grades_gold_and_not_empty(packaged_tiny, empty
     if row.lock:  # a row without a lock is built here first, to lock it
         assert not (empty_cache / "envs").exists()  # graded in the image, not from a host env
     assert read_jsonl(tmp_path / "r.jsonl", type(results[0]))
+
+
+def test_one_failed_env_is_recorded_and_the_batch_goes_on(packaged_tiny, tmp_path):
+    """In the session's own cache, where mining built the good env: it is reused, the bad one
+    (locked with an interpreter this machine lacks) fails with the reason."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from featdel.package import read_envs
+
+    table = read_envs(packaged_tiny)
+    [good] = table.to_pylist()
+    bad = {**good, "env_id": "tinylib-bad", "python": "2.7.18"}
+    run = ship(packaged_tiny, tmp_path / "run")
+    pq.write_table(pa.Table.from_pylist([bad, good], schema=table.schema), run / "envs" / "envs-00000.parquet")
+    built = {b.env_id: b for b in envbuild.build_all(run, backend="local")}
+    assert built["tinylib-bad"].status == "failed" and "Python 2.7.18" in built["tinylib-bad"].reason
+    assert built[good["env_id"]].status == "reused"
+
+
+def test_a_row_without_lock_is_locked_from_its_built_env(packaged_tiny):
+    """Shards from before locks: docker builds first lock the env the recipe makes (here the
+    one mining built, reused from the session cache), leaving the repo itself out."""
+    from dataclasses import replace
+
+    [row] = envbuild.read_rows(packaged_tiny)
+    lock = envbuild._lock_from_recipe(replace(row, lock=[]))
+    names = {line.split("==")[0].lower() for line in lock}
+    assert {"pytest", "coverage", "pip"} <= names and "tinylib" not in names
+    assert envbuild.requirements(lock) == lock
+    with pytest.raises(envbuild.EnvBuildError, match="local file"):
+        envbuild.requirements(["mything @ local"])
