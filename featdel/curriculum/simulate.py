@@ -130,10 +130,11 @@ def steering_run(rows: list[dict], db: Path, *, steer_on: bool, target: float = 
     return out
 
 
-def sampling_run(rows: list[dict], db: Path, *, uniform: bool, rounds: int = 10, per_round: int = 16,
+def sampling_run(rows: list[dict], db: Path, *, uniform: bool, rounds: int = 12, per_round: int = 64,
                  group: int = 8, learner: Learner | None = None, seed: int = 0) -> list[float]:
     """A fixed pool (every knob setting of every real task); each round `per_round` tasks are
-    drawn (learnability or uniform) and attempted `group` times. Returns, per round, the share
+    drawn (learnability or uniform) and attempted `group` times (a GRPO group). By default the
+    learner starts able to solve 70% of the pool more often than not, and grows slowly. Returns, per round, the share
     of drawn tasks whose group had both passes and failures (informative for RL)."""
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
@@ -143,7 +144,7 @@ def sampling_run(rows: list[dict], db: Path, *, uniform: bool, rounds: int = 10,
             pool.append({"instance_id": f"{key}#{j}", "repo": "sim", "strategy": knobs.strategy, "difficulty": d})
     if learner is None:
         ds = sorted(true_difficulty(r["difficulty"]) for r in pool)
-        learner = Learner(skill0=ds[len(ds) // 4], growth=0.25)
+        learner = Learner(skill0=ds[int(len(ds) * 0.7)], growth=0.1)  # most of the pool easy, and easier
     by_id = {r["instance_id"]: r for r in pool}
     name = "sim-uniform" if uniform else "sim-learnability"
     shares = []
