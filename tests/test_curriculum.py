@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from featdel.cli import app
 from featdel.curriculum import model as dm
-from featdel.curriculum import posterior, sampler, simulate, steer, store
+from featdel.curriculum import posterior, sampler, simulate, store
 
 
 @pytest.fixture(scope="module")

@@ -88,8 +88,8 @@ def steer_delete(run_dir: Path, model: DifficultyModel, *, target: float, learne
                     break
                 cand, knobs = by_key[choice.key], choice.knobs
                 target_ref = f"{cand.path}::{cand.qualname}"
-                base = dict(deletion_id=deletion_id(record.name, knobs.strategy, target_ref, knobs.docstrings_kept),
-                            repo=record.name, strategy=knobs.strategy, target=target_ref)
+                base = {"deletion_id": deletion_id(record.name, knobs.strategy, target_ref, knobs.docstrings_kept),
+                        "repo": record.name, "strategy": knobs.strategy, "target": target_ref}
                 try:
                     d = delete(original, cand, knobs.strategy, check=check, keep_docstrings=knobs.docstrings_kept,
                                seed=seed)
@@ -100,7 +100,7 @@ def steer_delete(run_dir: Path, model: DifficultyModel, *, target: float, learne
                 except NotApplicable as exc:
                     rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="delete", reason=str(exc)))
                     continue
-                except Exception as exc:  # one candidate's crash is recorded; the batch goes on
+                except Exception as exc:  # noqa: BLE001 - one candidate's crash is recorded; the batch goes on
                     rd.add_verdict(Verdict(**base, status=VerdictStatus.BROKEN, stage="delete",
                                            traceback=traceback.format_exc(),
                                            reason=f"{type(exc).__name__}: {str(exc)[:200]}"))
