@@ -60,6 +60,14 @@ def record(
         broken = sum(1 for a in attempts if a.status == "broken")
         typer.echo(f"{new} new attempts of {len(attempts)} in {path} (learner {learner}, round {rnd}; "
                    f"{broken} broken, not counted as failures)")
+        if (run / "tasks").is_dir():
+            from featdel.curriculum.posterior import task_rows
+
+            known = {row["instance_id"] for row in task_rows(run)}
+            unknown = {a.instance_id for a in attempts} - known
+            if unknown:
+                typer.secho(f"{len(unknown)} instance ids are not tasks of {run} (e.g. {sorted(unknown)[0]}): "
+                            "stats and sample ignore them", fg="yellow", err=True)
 
 
 @curriculum_app.command()
