@@ -66,7 +66,7 @@ def record(
             known = {row["instance_id"] for row in task_rows(run)}
             unknown = {a.instance_id for a in attempts} - known
             if unknown:
-                typer.secho(f"{len(unknown)} instance ids are not tasks of {run} (e.g. {sorted(unknown)[0]}): "
+                typer.secho(f"{len(unknown)} instance ids are not tasks of {run} (e.g. {min(unknown)}): "
                             "stats and sample ignore them", fg="yellow", err=True)
 
 
