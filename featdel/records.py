@@ -172,3 +172,9 @@ class Verdict:
     timeout_s: float = 0.0  # per test run, for grading
     traceback: str = ""  # a crash while verifying (stage "crash")
     verified_at: str = ""  # ISO 8601 UTC, set when verified: the task's `created_at`
+
+    def stamped(self) -> Verdict:
+        """This verdict with `verified_at` set to now."""
+        import datetime as dt
+
+        return dataclasses.replace(self, verified_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
