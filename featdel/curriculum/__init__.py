@@ -8,5 +8,7 @@
   retired.
 - `model`: a logistic difficulty model over the tasks' difficulty features, with calibration.
 - `steer`: per candidate, the knobs whose predicted pass rate is nearest a target.
+- `generate`: the delete stage of `featdel run --target-pass-rate`, built on `steer`.
 - `simulate`: a learner of known, growing skill, to show all of the above working.
+- `report`, `cli`: what `featdel curriculum record/stats/sample` print and parse.
 """
