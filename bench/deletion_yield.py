@@ -2,8 +2,8 @@
 
 Mines the libraries (or resumes a work directory), deletes with every candidate strategy, verifies
 with the grading issue's gates in force (stub, similarity, leak, noop, gold through the grader),
-tops up strategies the mix left without a candidate on a library (`--top-up`, default `feature`:
-up to 3 candidates of its own, seed 1), then runs `combine` over the verified deletions and
+tops up strategies the mix left without a verified task on a library (`--top-up`, default
+`feature`: up to 3 candidates of its own per round; each `--top-up-seed` is one round), then runs `combine` over the verified deletions and
 verifies those as a whole. Prints, per
 strategy and per group (default corpus / others): candidates (deletions a strategy produced,
 those the build check rolled back included), refusals (targets a strategy declined: not
@@ -34,19 +34,22 @@ OTHERS = ["pypi:humanize==4.11.0", "pypi:itsdangerous==2.2.0", "pypi:parse==1.20
 STRATEGIES = ["body", "function", "method", "class", "file", "feature"]
 
 
-def run(work: Path, default: list[str], others: list[str], candidates: int, jobs: int, top_up: list[str]) -> RunDir:
+def run(work: Path, default: list[str], others: list[str], candidates: int, jobs: int, top_up: list[str],
+        top_up_seed: int) -> RunDir:
     backend = get_backend("local")
     entries = [CorpusEntry(source=s, overrides=Overrides()) for s in default + others]
     mine(entries, work, backend=backend, jobs=jobs)
     delete_all(work, strategies=STRATEGIES, max_candidates=candidates, seed=0, keep_docstrings=True,
                check_for=lambda r: make_check(RepoContext.load(work, r), backend))
     rd = RunDir(work)
-    for record in rd.mined():  # a strategy the mix gave no candidate on a library gets a few of its own
+    verify_all(work, backend, VerifyOptions(), jobs=jobs)
+    for record in rd.mined():  # a strategy the mix left without a verified task gets a few candidates
         for name in top_up:
-            marker = rd.root / "repos" / record.name / f"topup-{name}.done"
-            if marker.exists() or any(d.repo == record.name and d.strategy == name for d in rd.deletions()):
+            marker = rd.root / "repos" / record.name / f"topup-{name}-{top_up_seed}.done"
+            won = {v.deletion_id for v in rd.verdicts() if v.status == "verified" and v.strategy == name}
+            if marker.exists() or any(d.repo == record.name and d.deletion_id in won for d in rd.deletions()):
                 continue
-            delete_repo(record, work, strategies=[name], max_candidates=3, seed=1, keep_docstrings=True,
+            delete_repo(record, work, strategies=[name], max_candidates=3, seed=top_up_seed, keep_docstrings=True,
                         check_factory=make_check(RepoContext.load(work, record), backend))
             marker.write_text("done")
     verify_all(work, backend, VerifyOptions(), jobs=jobs)
@@ -131,11 +134,12 @@ def main() -> None:
     parser.add_argument("-j", "--workers", type=int, default=2)
     parser.add_argument("--top-up", nargs="*", default=["feature"],
                         help="strategies that get up to 3 candidates of their own on a library the mix left them none")
+    parser.add_argument("--top-up-seed", type=int, default=1, help="a new seed gives a new top-up round")
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
     default = [e.source for e in load(args.corpus)]
     rd = RunDir(args.work) if args.report_only else run(args.work, default, args.others, args.candidates,
-                                                         args.workers, args.top_up)
+                                                         args.workers, args.top_up, args.top_up_seed)
     groups = {r.name: ("default" if r.source in default else "other") for r in rd.latest_repos().values()}
     report(rd, groups)
 
