@@ -105,12 +105,12 @@ def report(rd: RunDir, groups: dict[str, str]) -> None:
             cells.append(f"{c['candidates']:>5} {c['refused']:>7} {c['verified']:>8} {y:>6}")
         print(f"{name:<9}| {cells[0]:<44}| {cells[1]}")
     print("\nverified task size, median [p25-p75] max")
-    print(f"{'strategy':<9}{'group':<9}{'n':>4}{'deleted lines':>24}{'symbols':>16}{'files':>14}{'F2P':>20}")
+    print(f"{'strategy':<9}{'group':<9}{'n':>4}{'deleted lines':>24}{'symbols':>18}{'files':>14}{'F2P':>20}")
     for name in names:
         for group in ("default", "other"):
             s = sizes[(name, group)]
             if s["lines"]:
-                print(f"{name:<9}{group:<9}{len(s['lines']):>4}{_spread(s['lines']):>24}{_spread(s['symbols']):>16}"
+                print(f"{name:<9}{group:<9}{len(s['lines']):>4}{_spread(s['lines']):>24}{_spread(s['symbols']):>18}"
                       f"{_spread(s['files']):>14}{_spread(s['f2p']):>20}")
     per_repo = defaultdict(set)
     for v in verdicts:
