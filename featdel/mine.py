@@ -4,7 +4,8 @@ In: source specs (with manifest overrides) and a run directory. Out, per repo:
 `RUN_DIR/repos/<name>/baseline.json` (every test's outcome in each baseline run, duration,
 flakiness), `coverage.json` (which tests execute which symbol) and `snapshot.tar.gz` (the
 original tree, no VCS data), plus one `RepoRecord` line in
-`RUN_DIR/repos.jsonl`. A repo already recorded as mined or rejected is not redone; a broken one
+`RUN_DIR/repos.jsonl` (its recipe carries the env's lock; `left_out` lists the test modules that
+could not be collected, each with its error). A repo already recorded as mined or rejected is not redone; a broken one
 (source, install or sandbox trouble) is retried. One bad repo never stops the batch: it becomes
 a record with a status and a one-line reason.
 """
@@ -88,7 +89,8 @@ def mine_one(entry: CorpusEntry, run_dir: Path, *, backend, thresholds: Threshol
             attempt = _attempt(entry, pinned, record, run_dir, backend, thresholds, on_step, pytest_req)
             first = first or attempt
             if not (attempt.status == RepoStatus.BROKEN and attempt.reason.startswith("pytest wrote no report")):
-                return attempt
+                return _with_extras(attempt, entry, pinned, record, run_dir, backend, thresholds, on_step,
+                                    pytest_req)
         return first
     except FeatdelError as exc:
         return replace(record, status=RepoStatus.BROKEN, reason=str(exc))
@@ -102,18 +104,50 @@ def mine_one(entry: CorpusEntry, run_dir: Path, *, backend, thresholds: Threshol
                        reason=f"{type(exc).__name__}: {str(exc)[:200]} (traceback in {where / 'traceback.txt'})")
 
 
+def _with_extras(attempt: RepoRecord, entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, backend,
+                 thresholds: Thresholds, on_step, pytest_req: str) -> RepoRecord:
+    """A test module that could not import a module may need an optional feature: when the
+    repo declares extras beyond its test extras, retry with all of them and keep the better."""
+    from featdel.recipe import declared_extras
+
+    missing = [m for m in attempt.left_out if "ModuleNotFoundError" in m or "No module named" in m]
+    if not missing or attempt.env_dir is None:
+        return attempt
+    # the editable install's target: ".[test,docs]" or "."
+    target = next((argv[-1] for argv in (attempt.recipe.install if attempt.recipe else []) if "-e" in argv), "")
+    have = set(target.partition("[")[2].rstrip("]").split(","))
+    more = sorted(declared_extras(Path(attempt.env_dir) / "src") - have)
+    if not more:
+        return replace(attempt, reason=_also(attempt.reason, "the repo declares no other extras"))
+    try:
+        retry = _attempt(entry, pinned, record, run_dir, backend, thresholds, on_step, pytest_req, all_extras=True)
+    except FeatdelError as exc:
+        return replace(attempt, reason=_also(attempt.reason, f"installing its extras failed: {str(exc)[:160]}"))
+    if (retry.status == RepoStatus.MINED) > (attempt.status == RepoStatus.MINED) or retry.passed > attempt.passed:
+        return retry
+    return replace(attempt, reason=_also(attempt.reason, f"its extras ({', '.join(more)}) did not help"))
+
+
+def _also(reason: str, more: str) -> str:
+    return f"{reason}; {more}" if reason else ""
+
+
 def _attempt(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, backend, thresholds: Thresholds,
-             on_step, pytest_req: str) -> RepoRecord:
+             on_step, pytest_req: str, *, all_extras: bool = False) -> RepoRecord:
     from featdel import envs, recipe, sources
 
     with tempfile.TemporaryDirectory(prefix="featdel-tree-") as tmp:
         tree = Path(tmp) / "src"
         sources.checkout(pinned, tree)
-        built = recipe.detect(tree, entry.overrides, pytest_req=pytest_req)
+        built = recipe.detect(tree, entry.overrides, pytest_req=pytest_req, all_extras=all_extras)
         if not built.package_dirs:
             return replace(record, status=RepoStatus.REJECTED, reason="no importable package found in the tree")
-        on_step(entry.source, "install" if pytest_req == "pytest" else f"install ({pytest_req})")
+        step = "install" if pytest_req == "pytest" else f"install ({pytest_req})"
+        on_step(entry.source, f"{step} (all extras)" if all_extras else step)
         env = envs.build(pinned, built, tree_ready=tree)
+    # A module left out at baseline is an `--ignore` in the env's test command, added below:
+    # start again from the command the recipe asked for, so every mining run sees every module.
+    env = replace(env, recipe=replace(env.recipe, test_cmd=built.test_cmd))
     record = replace(record, recipe=env.recipe, env_dir=str(env.root))
     if getattr(backend, "name", "") == "docker":
         on_step(entry.source, "image")
@@ -141,16 +175,24 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
     data_file = out / "coverage.sqlite"
     runs = []
     for i in range(thresholds.baseline_runs):
-        # The first run measures coverage (per-test contexts); all runs vote on outcomes.
-        options = RunOptions(timeout_s=timeout * (2 if i == 0 else 1), coverage_to=data_file if i == 0 else None)
+        # The first run measures coverage (per-test contexts); all runs vote on outcomes. A
+        # module that cannot be collected does not stop the rest of the suite: the first run
+        # records it, and the env's test command leaves it out from then on (`--ignore`), so
+        # verification, grading and exports run the same suite.
+        options = RunOptions(timeout_s=timeout * (2 if i == 0 else 1), coverage_to=data_file if i == 0 else None,
+                             extra_args=["--continue-on-collection-errors"])
         run = run_suite(env, backend, options, image=record.image_name)
         if run.timed_out:
             return replace(record, status=RepoStatus.REJECTED, reason=f"suite over its time limit ({timeout:.0f}s)")
         if run.broken:
             return replace(record, status=RepoStatus.BROKEN, reason=run.broken)
-        if not run.collected:
-            why = f"collection failed: {run.collect_errors[0]}" if run.collect_errors else "no tests collected"
-            return replace(record, status=RepoStatus.REJECTED, reason=why)
+        if i == 0:
+            left_out = [f"{e}: {first_error(run.collect_messages.get(e, ''))}" for e in run.collect_errors]
+            record = replace(record, left_out=left_out)
+            if not run.collected:
+                return replace(record, status=RepoStatus.REJECTED, reason=_nothing_collected(env.src, left_out))
+            env = _leave_out(env, record, run.collect_errors)
+            record = replace(record, recipe=env.recipe)
         runs.append(run)
     tests = sorted(set().union(*(r.outcomes for r in runs)))
     per_test = {t: [r.outcomes.get(t, "missing") for r in runs] for t in tests}
@@ -177,16 +219,47 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
     return _judge(record, thresholds)
 
 
+def first_error(message: str) -> str:
+    """The telling line of pytest's collection error text (its last `E ` line)."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
+    return ((errors or lines or ["no message"])[-1])[:200]
+
+
+def _nothing_collected(tree: Path, left_out: list[str]) -> str:
+    from featdel.spans import is_test_path
+
+    if left_out:
+        return f"no tests collected: {len(left_out)} test modules could not be collected, e.g. {left_out[0]}"
+    has_tests = any(is_test_path(p.relative_to(tree).as_posix()) for p in tree.rglob("*.py"))
+    return "no tests collected" + ("" if has_tests else ": the tree has no test files (an sdist without its tests?)")
+
+
+def _leave_out(env, record: RepoRecord, errors: list[str]):
+    """The env with every module that failed collection `--ignore`d in its test command, saved
+    in the env's marker (what verification and grading load)."""
+    from featdel import envs
+
+    ignore = [f"--ignore={e}" for e in errors if e not in ("", ".", "<session>") and (env.src / e).exists()]
+    refined = replace(env, recipe=replace(env.recipe, test_cmd=[*env.recipe.test_cmd, *ignore]))
+    return envs.save(refined, record.name, record.commit)
+
+
 def _judge(record: RepoRecord, t: Thresholds) -> RepoRecord:
     rate = record.failed / max(record.collected, 1)
     if record.passed < t.min_passing:
         why = f"only {record.passed} passing tests (minimum {t.min_passing})"
+        if record.left_out:
+            why += f"; {len(record.left_out)} test modules could not be collected, e.g. {record.left_out[0]}"
+        elif record.failed:
+            why += f"; {record.failed} failed at baseline"
     elif rate > t.max_failure_rate:
         why = f"baseline failure rate {rate:.0%} over {t.max_failure_rate:.0%}"
     elif record.suite_seconds > t.max_suite_seconds:
         why = f"suite takes {record.suite_seconds:.0f}s (maximum {t.max_suite_seconds:.0f}s)"
     elif record.coverage < t.min_coverage:
-        why = f"line coverage {record.coverage:.1f}% under {t.min_coverage:.0f}%"
+        dirs = ", ".join(record.recipe.package_dirs) if record.recipe else "?"
+        why = f"line coverage {record.coverage:.1f}% of {dirs} under {t.min_coverage:.0f}%"
     else:
         return replace(record, status=RepoStatus.MINED, reason="")
     return replace(record, status=RepoStatus.REJECTED, reason=why)

@@ -7,12 +7,42 @@ start state it restores the feature) and `deletion_patch` takes the original tre
 state. FAIL_TO_PASS and PASS_TO_PASS are real lists. The env's `snapshot` (the original tree,
 tar.gz, no VCS data) is stored once per repo@commit, so a task is self-contained offline:
 start state = extract snapshot, `git apply deletion_patch`.
+
+The env rows are the interface `featdel env build`, the exports and publishing rely on
+(ENV_SCHEMA, one row per environment):
+
+    env_id        f"{repo}-{sha256(json {repo, commit, python, lock})[:16]}" (featdel.envs.env_id):
+                  content-addressed, so two machines that build the same env agree on it; a
+                  task's `env_id` names its row. Built locally, the env is found at
+                  `cache_root()/"envs"/env_id` (mining links that name to its build directory).
+    repo          the repo name ("cachetools-5.5.0"), as in the task rows
+    source        where the code came from, never a local path: `pypi:NAME==VERSION`, a git URL,
+                  or `local:NAME` (featdel.sources.public_source)
+    base_commit   the commit the snapshot holds
+    python        the exact interpreter version the env was built and locked with ("3.11.7")
+    install       the recipe's argv lists, run in order in the tree with the venv active
+    test_cmd      argv starting `python -m pytest`; modules that could not be collected at
+                  baseline appear as `--ignore=PATH`
+    package_dirs  the library's import roots, relative to the tree
+    snapshot      the original tree, tar.gz, no VCS data
+    lock          `NAME==VERSION` of every distribution the install left in the venv (pip freeze
+                  --all, the repo itself left out), sorted: `pip install --no-deps` of these plus
+                  `pip install --no-deps -e .` of the tree rebuilds the env
+    license       the source's licence, from package metadata or its LICENSE file ("MIT",
+                  "Apache-2.0", ...), "unknown" when neither says
+
+Task rows: `created_at` is when the task was verified (`Verdict.verified_at`), so packaging
+again does not rewrite it; `instance_id` is the deletion id (which already differs with
+docstrings kept or stripped), with `__hidden` appended when the F2P test files are hidden.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
+import tarfile
 import tempfile
+import tomllib
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,6 +52,7 @@ from featdel import difficulty, trees
 from featdel.errors import RunDirError
 from featdel.records import Deletion, RepoRecord, Verdict, VerdictStatus
 from featdel.rundir import RunDir
+from featdel.sources import public_source
 
 DIFFICULTY = pa.struct([
     ("deleted_lines", pa.int32()), ("deleted_symbols", pa.int32()), ("files", pa.int32()),
@@ -50,13 +81,24 @@ TASK_SCHEMA = pa.schema([
 ENV_SCHEMA = pa.schema([
     ("env_id", pa.string()), ("repo", pa.string()), ("source", pa.string()), ("base_commit", pa.string()),
     ("python", pa.string()), ("install", pa.list_(pa.list_(pa.string()))), ("test_cmd", pa.list_(pa.string())),
-    ("package_dirs", pa.list_(pa.string())), ("snapshot", pa.binary()),
+    ("package_dirs", pa.list_(pa.string())), ("snapshot", pa.binary()), ("lock", pa.list_(pa.string())),
+    ("license", pa.string()),
 ])
 SHARD_ROWS = 1000
 
 
 def env_id(record: RepoRecord) -> str:
+    """Content-addressed from repo, commit and lock; a record mined before locks keeps the name
+    of its local build directory."""
+    from featdel.envs import env_id as locked_id
+
+    if record.recipe is not None and record.recipe.lock:
+        return locked_id(record.name, record.commit or "", record.recipe)
     return Path(record.env_dir).name
+
+
+def instance_id(deletion: Deletion, *, hide_tests: bool) -> str:
+    return f"{deletion.deletion_id}__hidden" if hide_tests else deletion.deletion_id
 
 
 def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = False,
@@ -69,7 +111,8 @@ def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = F
     records = {r.name: r for r in rd.latest_repos().values()}
     deletions = {d.deletion_id: d for d in rd.deletions()}
     verified = [v for v in rd.verdicts() if v.status == VerdictStatus.VERIFIED]
-    now = dt.datetime.now(dt.UTC)
+    # Verdicts from before `verified_at` existed: when verification last wrote, not now.
+    now = dt.datetime.fromtimestamp(rd.verdicts_jsonl.stat().st_mtime, dt.UTC) if verified else None
     rows, used = [], {}
     for v in sorted(verified, key=lambda v: v.deletion_id)[:max_tasks]:
         record, deletion = records[v.repo], deletions[v.deletion_id]
@@ -105,24 +148,75 @@ def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Ver
         patch = trees.diff_states(snapshot, start_files, hidden)
         test_patch = trees.diff_states(snapshot, hidden, {})
     text = verdict.problem_statement
+    created = dt.datetime.fromisoformat(verdict.verified_at) if verdict.verified_at else now
     return {
-        "instance_id": deletion.deletion_id, "repo": record.name, "source": record.source,
+        "instance_id": instance_id(deletion, hide_tests=hide_tests), "repo": record.name,
+        "source": public_source(record.source),
         "base_commit": record.commit, "environment_setup_commit": record.commit, "env_id": env_id(record),
         "patch": patch, "deletion_patch": deletion_patch, "test_patch": test_patch, "problem_statement": text,
         "hints_text": "", "FAIL_TO_PASS": verdict.FAIL_TO_PASS, "PASS_TO_PASS": verdict.PASS_TO_PASS,
         "test_cmd": record.recipe.test_cmd, "strategy": deletion.strategy,
         "deleted_symbols": deletion.deleted_symbols, "difficulty": feats, "image_name": verdict.image_name,
-        "timeout_s": verdict.timeout_s, "start_sha256": verdict.start_sha256, "created_at": now,
+        "timeout_s": verdict.timeout_s, "start_sha256": verdict.start_sha256, "created_at": created,
     }
 
 
 def env_row(run_dir: Path, record: RepoRecord) -> dict:
     snapshot = RunDir(run_dir).snapshot(record.name)
     return {
-        "env_id": env_id(record), "repo": record.name, "source": record.source, "base_commit": record.commit,
-        "python": record.recipe.python, "install": record.recipe.install, "test_cmd": record.recipe.test_cmd,
-        "package_dirs": record.recipe.package_dirs, "snapshot": snapshot.read_bytes(),
+        "env_id": env_id(record), "repo": record.name, "source": public_source(record.source),
+        "base_commit": record.commit, "python": record.recipe.python, "install": record.recipe.install,
+        "test_cmd": record.recipe.test_cmd, "package_dirs": record.recipe.package_dirs,
+        "snapshot": snapshot.read_bytes(), "lock": record.recipe.lock, "license": license_of(snapshot),
     }
+
+
+_SPDX = {"mit": "MIT", "mit license": "MIT", "apache 2.0": "Apache-2.0", "apache-2.0": "Apache-2.0",
+         "apache license 2.0": "Apache-2.0", "apache license, version 2.0": "Apache-2.0",
+         "apache software license": "Apache-2.0", "apache": "Apache-2.0", "bsd": "BSD", "bsd license": "BSD",
+         "isc": "ISC", "isc license (iscl)": "ISC", "python software foundation license": "PSF-2.0",
+         "psf": "PSF-2.0", "mozilla public license 2.0 (mpl 2.0)": "MPL-2.0"}
+_LICENSE_TEXTS = [  # (phrase in a licence file, SPDX id), first match wins
+    ("apache license", "Apache-2.0"), ("permission is hereby granted, free of charge", "MIT"),
+    ("gnu lesser general public license", "LGPL"), ("gnu general public license", "GPL"),
+    ("mozilla public license", "MPL-2.0"), ("python software foundation", "PSF-2.0"),
+    ("neither the name", "BSD-3-Clause"), ("redistribution and use in source and binary forms", "BSD-2-Clause"),
+    ("permission to use, copy, modify, and/or distribute", "ISC"),
+]
+
+
+def license_of(snapshot: Path) -> str:
+    """The licence the source declares (PKG-INFO, pyproject, setup.cfg, classifiers), else the
+    one its LICENSE/COPYING file holds, else "unknown"."""
+    files: dict[str, str] = {}
+    with tarfile.open(snapshot) as tf:
+        for member in tf.getmembers():
+            name = member.name.removeprefix("./")
+            if member.isfile() and "/" not in name and re.match(
+                    r"(PKG-INFO|pyproject\.toml|setup\.cfg|(LICEN[CS]E|COPYING)[\w.-]*)$", name, re.I):
+                files[name] = tf.extractfile(member).read(200_000).decode("utf-8", "replace")
+    declared = []
+    meta = files.get("PKG-INFO", "").split("\n\n", 1)[0]
+    declared += re.findall(r"^License-Expression:\s*(.+)$", meta, re.M)
+    try:
+        lic = tomllib.loads(files.get("pyproject.toml", "")).get("project", {}).get("license")
+    except tomllib.TOMLDecodeError:
+        lic = None
+    declared += [lic] if isinstance(lic, str) else [lic.get("text", "")] if isinstance(lic, dict) else []
+    declared += re.findall(r"^license\s*=\s*(.+)$", files.get("setup.cfg", ""), re.M)
+    declared += re.findall(r"^License:\s*(.+)$", meta, re.M)
+    declared += re.findall(r"^Classifier: License :: (?:OSI Approved :: )?(.+)$", meta, re.M)
+    for value in declared:
+        value = value.strip()
+        if value and len(value) <= 60 and not value.lower().startswith(("copyright", "unknown", "file:")):
+            return _SPDX.get(value.lower(), value)
+    for name in sorted(files):
+        if re.match(r"(LICEN[CS]E|COPYING)", name, re.I):
+            text = " ".join(files[name].lower().split())
+            for phrase, spdx in _LICENSE_TEXTS:
+                if phrase in text:
+                    return spdx
+    return "unknown"
 
 
 def _write(folder: Path, stem: str, rows: list[dict], schema: pa.Schema) -> None:

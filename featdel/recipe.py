@@ -3,7 +3,10 @@
 In: a checked-out tree and optional manifest overrides. Out: a `Recipe` (Python version,
 install commands, test command, import roots). Test dependencies come from pyproject extras and
 dependency groups, setup.cfg extras, `requirements*test*.txt`/`requirements-dev*.txt`, and
-tox.ini `deps`, plus pytest and coverage, which featdel itself needs.
+tox.ini `deps`, plus pytest and coverage, which featdel itself needs. The repo is installed after
+the requirement files and featdel's needs last, so neither a requirement nor a repo's pin can
+replace the editable install or the coverage featdel measures with. The recipe asks; what the
+install produced (`Recipe.lock`) is filled in by `featdel.envs` after the build.
 """
 
 from __future__ import annotations
@@ -41,16 +44,27 @@ class Overrides:
 PYTEST_FALLBACKS = ("pytest", "pytest<8")
 
 
-def detect(tree: Path, overrides: Overrides = Overrides(), *, pytest_req: str = "pytest") -> Recipe:
-    extras = sorted(set(overrides.extras) | _declared_test_extras(tree))
+def detect(tree: Path, overrides: Overrides = Overrides(), *, pytest_req: str = "pytest",
+           all_extras: bool = False) -> Recipe:
+    """`all_extras`: install every extra the repo declares, not only its test extras (mining
+    retries with them when a test module fails to import a module)."""
+    extras = sorted(set(overrides.extras) | (declared_extras(tree) if all_extras else _declared_test_extras(tree)))
     target = f".[{','.join(extras)}]" if extras else "."
-    install = [["python", "-m", "pip", "install", "-q", "-e", target]]
-    for req in sorted(tree.glob("requirements*.txt")) + sorted(tree.glob("requirements/*.txt")):
-        name = req.name.lower()
+    install = []
+    found = [*tree.glob("requirements*.txt"), *tree.glob("requirements/*.txt"), *tree.glob("test*-requirements.txt"),
+             *tree.glob("test*/requirements*.txt")]
+    for req in sorted(set(found)):
+        name = req.relative_to(tree).as_posix().lower()
         if ("test" in name or "dev" in name) and _requirements_are_plain(req):
             install.append(["python", "-m", "pip", "install", "-q", "-r", req.relative_to(tree).as_posix()])
+    # The repo goes in after the requirement files: a dev requirement that depends on the
+    # library itself (click 8.1.7's pip-tools) would otherwise replace the editable install with
+    # a copy from PyPI, and the suite would test that copy (0% coverage of the tree).
+    install.append(["python", "-m", "pip", "install", "-q", "-e", target])
     plain = sorted(set(overrides.packages) | _tox_deps(tree) | _dependency_group(tree))
-    always = list(dict.fromkeys([pytest_req, "coverage", *(p for p in plain if p != "pytest")]))
+    # featdel's own needs win over a repo's pins: coverage 7 for per-test contexts (pyparsing
+    # 3.1.4 pins coverage 4.4.2, whose data file is not SQLite).
+    always = list(dict.fromkeys([pytest_req, "coverage>=7", *(p for p in plain if p not in ("pytest", "coverage"))]))
     install.append(["python", "-m", "pip", "install", "-q", *always])
     return Recipe(
         python=platform.python_version(),
@@ -77,6 +91,11 @@ def import_roots(tree: Path) -> list[str]:
 
 
 def _declared_test_extras(tree: Path) -> set[str]:
+    return {k for k in declared_extras(tree) if _TEST_EXTRA.match(k)}
+
+
+def declared_extras(tree: Path) -> set[str]:
+    """Every extra the repo declares (pyproject, setup.cfg, or a literal dict in setup.py)."""
     found: set[str] = set()
     pyproject = tree / "pyproject.toml"
     if pyproject.exists():
@@ -84,7 +103,7 @@ def _declared_test_extras(tree: Path) -> set[str]:
             data = tomllib.loads(pyproject.read_text())
         except (tomllib.TOMLDecodeError, UnicodeDecodeError):
             data = {}
-        found |= {k for k in data.get("project", {}).get("optional-dependencies", {}) if _TEST_EXTRA.match(k)}
+        found |= set(data.get("project", {}).get("optional-dependencies", {}))
     setup_cfg = tree / "setup.cfg"
     if setup_cfg.exists():
         cfg = configparser.ConfigParser(interpolation=None)
@@ -93,13 +112,13 @@ def _declared_test_extras(tree: Path) -> set[str]:
         except configparser.Error:
             return found
         if cfg.has_section("options.extras_require"):
-            found |= {k for k in cfg["options.extras_require"] if _TEST_EXTRA.match(k)}
+            found |= set(cfg["options.extras_require"])
     setup_py = tree / "setup.py"
     if setup_py.exists():
         text = setup_py.read_text(errors="replace")
         block = re.search(r"extras_require\s*=\s*\{(.*?)\}", text, re.S)
         if block:
-            found |= {k for k in re.findall(r"['\"]([\w.-]+)['\"]\s*:", block[1]) if _TEST_EXTRA.match(k)}
+            found |= set(re.findall(r"['\"]([\w.-]+)['\"]\s*:", block[1]))
     return found
 
 

@@ -75,6 +75,27 @@ def resolve(spec: str) -> PinnedSource:
     return _from_local(spec)
 
 
+def public_source(spec: str) -> str:
+    """What a source spec may say outside this machine: `pypi:` as is, a git URL without
+    credentials, a local checkout as its remote's URL, and otherwise `local:NAME` (no path)."""
+    if spec.startswith("pypi:"):
+        return spec
+    if spec.startswith("file:") or not ("://" in spec or spec.startswith("git@")):
+        path = Path(re.sub(r"^file:(//)?", "", spec).rsplit("@", 1)[0] if spec.startswith("file:") else spec)
+        try:
+            url = git("remote", "get-url", "origin", cwd=path.expanduser(), timeout=30)
+        except (SourceError, OSError):
+            url = ""
+        if url and ("://" in url or url.startswith("git@")) and not url.startswith("file:"):
+            return _no_credentials(url)
+        return f"local:{_safe(path.expanduser().resolve().name if path.name in ('', '.', '..') else path.name)}"
+    return _no_credentials(spec)
+
+
+def _no_credentials(url: str) -> str:
+    return re.sub(r"^(\w[\w+.-]*://)[^/@]+@", r"\1", url)
+
+
 def _from_local(spec: str) -> PinnedSource:
     path = Path(spec).expanduser()
     if not path.exists():

@@ -1,11 +1,14 @@
 """Mining pins sources, records a three-run baseline with flaky tests set apart, maps which
 tests execute which symbol, rejects repos that miss a threshold with a reason, keeps going past
-bad sources, and resumes without redoing finished repositories."""
+bad sources, and resumes without redoing finished repositories. A test module that cannot be
+collected is recorded with its error and left out (`--ignore` in the env's test command) while
+the rest of the suite runs; one that misses a module gets the repo's declared extras first."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -120,7 +123,7 @@ def test_bad_repo_becomes_a_record_and_the_batch_goes_on(tiny_repo, tmp_path, lo
     assert by_source["/missing/repo"].status == RepoStatus.BROKEN
     assert "no such directory" in by_source["/missing/repo"].reason
     assert by_source[str(no_tests)].status == RepoStatus.REJECTED
-    assert by_source[str(no_tests)].reason == "no tests collected"
+    assert by_source[str(no_tests)].reason == "no tests collected: the tree has no test files (an sdist without its tests?)"
     assert by_source[str(tiny_repo)].status == RepoStatus.MINED
 
 
@@ -142,3 +145,40 @@ def test_old_conftest_falls_back_to_an_older_pytest(tmp_path, local_backend, fea
     [record] = mine([entry(repo)], tmp_path / "run", backend=local_backend, thresholds=LOW)
     assert record.status == RepoStatus.MINED, record.reason
     assert "pytest<8" in record.recipe.install[-1]
+
+
+def test_uncollectable_modules_are_left_out_and_a_missing_module_tries_the_extras(tmp_path, local_backend,
+                                                                                  featdel_cache):
+    from featdel.envs import load
+    from tests.conftest import TINY_LIB
+
+    pyproject = TINY_LIB["pyproject.toml"].replace(
+        "[build-system]", '[project.optional-dependencies]\nfancy = ["six"]\n[build-system]')
+    files = {**TINY_LIB, "pyproject.toml": pyproject,
+             # an optional feature's tests: they need the `fancy` extra, which is not a test extra
+             "tests/test_fancy.py": "import six\n\n\ndef test_six():\n    assert six.PY3\n",
+             # a module no install can fix
+             "tests/test_broken.py": "raise RuntimeError('this module is broken')\n\n\ndef test_never():\n    pass\n"}
+    repo = make_repo(tmp_path / "optional", files)
+    steps = []
+    [record] = mine([entry(repo)], tmp_path / "run", backend=local_backend, thresholds=LOW,
+                    on_step=lambda source, step: steps.append(step))
+    assert record.status == RepoStatus.MINED, record.reason
+    assert "install (all extras)" in steps
+    assert ["python", "-m", "pip", "install", "-q", "-e", ".[fancy]"] in record.recipe.install
+    assert record.passed == 6  # the five of TINY_LIB and the extra's test; the broken module left out
+    assert record.left_out == ["tests/test_broken.py: RuntimeError: this module is broken"]
+    # Verification and grading load the env's marker: the module stays out there too.
+    assert "--ignore=tests/test_broken.py" in record.recipe.test_cmd
+    assert load(Path(record.env_dir)).recipe.test_cmd == record.recipe.test_cmd
+
+
+def test_a_rejection_names_the_modules_that_could_not_be_collected(tmp_path, local_backend, featdel_cache):
+    files = {"pkg/__init__.py": "X = 1\n", "setup.py": "import setuptools; setuptools.setup(name='pkg')\n",
+             "tests/test_x.py": "import not_a_module_anywhere\n\n\ndef test_x():\n    pass\n"}
+    repo = make_repo(tmp_path / "missing", files)
+    [record] = mine([entry(repo)], tmp_path / "run", backend=local_backend, thresholds=LOW)
+    assert record.status == RepoStatus.REJECTED
+    assert record.reason == ("no tests collected: 1 test modules could not be collected, e.g. tests/test_x.py: "
+                             "ModuleNotFoundError: No module named 'not_a_module_anywhere'; "
+                             "the repo declares no other extras")

@@ -1,0 +1,86 @@
+"""Environments are locked: after the install, the recipe holds every distribution in the venv
+as `NAME==VERSION` (the repo itself left out) and the exact interpreter version; the env id is
+content-addressed from repo, commit, python and lock, so the same env built under two separate
+caches (two machines) gets the same id; `cache_root()/envs/<env_id>` finds the env, as
+`featdel evaluate` looks it up; `Recipe.key()` (the build directory's name) ignores the lock;
+and an env built before locks existed is locked the next time it is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+from pathlib import Path
+
+import pytest
+
+from featdel import envs
+from featdel.recipe import detect
+from featdel.sources import checkout, resolve
+from tests.conftest import make_repo
+
+LIB = {
+    "pyproject.toml": ('[project]\nname = "locklib"\nversion = "0.1"\n'
+                       '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'),
+    "locklib/__init__.py": "def one():\n    return 1\n",
+    "tests/test_one.py": "from locklib import one\n\n\ndef test_one():\n    assert one() == 1\n",
+}
+
+
+@pytest.fixture(scope="module")
+def two_builds(tmp_path_factory, featdel_cache):
+    """The same repo@commit@recipe built under two empty caches, as on two machines."""
+    repo = make_repo(tmp_path_factory.mktemp("lock") / "locklib", LIB)
+    pinned = resolve(str(repo))
+    tree = tmp_path_factory.mktemp("tree") / "src"
+    checkout(pinned, tree)
+    recipe = detect(tree)
+    built = []
+    with pytest.MonkeyPatch.context() as mp:
+        for machine in ("a", "b"):
+            mp.setenv("FEATDEL_CACHE", str(tmp_path_factory.mktemp(f"cache-{machine}")))
+            env = envs.build(pinned, recipe)
+            built.append((env, envs.env_id(pinned.name, pinned.commit, env.recipe)))
+    return pinned, recipe, built
+
+
+def test_the_lock_lists_every_installed_distribution_but_the_repo(two_builds):
+    _, recipe, [(env, _), _] = two_builds
+    lock = env.recipe.lock
+    assert recipe.lock == [] and lock, "detect() asks; the build locks"
+    names = [line.split("==")[0].lower() for line in lock]
+    assert all("==" in line for line in lock)
+    assert {"pytest", "coverage", "pip", "setuptools"} <= set(names)
+    assert "locklib" not in names
+    assert lock == sorted(lock, key=str.lower)
+    assert env.recipe.python == platform.python_version()
+    # The lock is in the marker the env is loaded from.
+    assert envs.load(env.root).recipe.lock == lock
+
+
+def test_two_caches_agree_on_the_env_id_and_each_finds_its_env_by_it(two_builds, tmp_path):
+    pinned, recipe, [(a, id_a), (b, id_b)] = two_builds
+    assert a.root != b.root and a.recipe.lock == b.recipe.lock
+    assert id_a == id_b and id_a.startswith(f"{pinned.name}-")
+    for env in (a, b):
+        link = env.root.parent / id_a  # cache_root()/"envs"/env_id on that machine
+        assert link.is_symlink() and envs.load(link).root == env.root
+    # The key names the build directory and does not depend on the lock.
+    assert a.recipe.key() == recipe.key() and a.root.name.endswith(recipe.key())
+    other = dataclasses.replace(a.recipe, lock=[*a.recipe.lock, "extra==1.0"])
+    assert envs.env_id(pinned.name, pinned.commit, other) != id_a
+
+
+def test_an_env_built_before_locks_is_locked_when_next_used(two_builds, monkeypatch):
+    pinned, recipe, [(env, env_id), _] = two_builds
+    monkeypatch.setenv("FEATDEL_CACHE", str(env.root.parent.parent))
+    marker = env.root / "ready.json"
+    old = json.loads(marker.read_text())
+    old["recipe"].pop("lock")
+    marker.write_text(json.dumps({"recipe": old["recipe"]}))
+    (env.root.parent / env_id).unlink()
+    assert envs.load(env.root).recipe.lock == []
+    relocked = envs.build(pinned, recipe)
+    assert relocked.root == env.root and relocked.recipe.lock == env.recipe.lock
+    assert envs.load(Path(env.root.parent / env_id)).recipe.lock == env.recipe.lock
