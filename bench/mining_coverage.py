@@ -14,10 +14,11 @@ import argparse
 import time
 from pathlib import Path
 
+from featdel.sandboxes import get_backend
+
 from featdel.corpus import load
 from featdel.mine import mine
 from featdel.records import RepoStatus
-from featdel.sandboxes import get_backend
 
 
 def main() -> int:

@@ -193,25 +193,25 @@ def license_of(snapshot: Path) -> str:
         for member in tf.getmembers():
             name = member.name.removeprefix("./")
             if member.isfile() and "/" not in name and re.match(
-                    r"(PKG-INFO|pyproject\.toml|setup\.cfg|(LICEN[CS]E|COPYING)[\w.-]*)$", name, re.I):
+                    r"(PKG-INFO|pyproject\.toml|setup\.cfg|(LICEN[CS]E|COPYING)[\w.-]*)$", name, re.IGNORECASE):
                 files[name] = tf.extractfile(member).read(200_000).decode("utf-8", "replace")
     declared = []
     meta = files.get("PKG-INFO", "").split("\n\n", 1)[0]
-    declared += re.findall(r"^License-Expression:\s*(.+)$", meta, re.M)
+    declared += re.findall(r"^License-Expression:\s*(.+)$", meta, re.MULTILINE)
     try:
         lic = tomllib.loads(files.get("pyproject.toml", "")).get("project", {}).get("license")
     except tomllib.TOMLDecodeError:
         lic = None
     declared += [lic] if isinstance(lic, str) else [lic.get("text", "")] if isinstance(lic, dict) else []
-    declared += re.findall(r"^license\s*=\s*(.+)$", files.get("setup.cfg", ""), re.M)
-    declared += re.findall(r"^License:\s*(.+)$", meta, re.M)
-    declared += re.findall(r"^Classifier: License :: (?:OSI Approved :: )?(.+)$", meta, re.M)
+    declared += re.findall(r"^license\s*=\s*(.+)$", files.get("setup.cfg", ""), re.MULTILINE)
+    declared += re.findall(r"^License:\s*(.+)$", meta, re.MULTILINE)
+    declared += re.findall(r"^Classifier: License :: (?:OSI Approved :: )?(.+)$", meta, re.MULTILINE)
     for value in declared:
         value = value.strip()
         if value and len(value) <= 60 and not value.lower().startswith(("copyright", "unknown", "file:")):
             return _SPDX.get(value.lower(), value)
     for name in sorted(files):
-        if re.match(r"(LICEN[CS]E|COPYING)", name, re.I):
+        if re.match(r"(LICEN[CS]E|COPYING)", name, re.IGNORECASE):
             text = " ".join(files[name].lower().split())
             for phrase, spdx in _LICENSE_TEXTS:
                 if phrase in text:

@@ -20,7 +20,14 @@ import pytest
 
 from featdel import envs, trees
 from featdel.package import ENV_SCHEMA, license_of, package, read_envs, read_tasks
-from featdel.records import Deletion, Recipe, RepoRecord, RepoStatus, Verdict, VerdictStatus
+from featdel.records import (
+    Deletion,
+    Recipe,
+    RepoRecord,
+    RepoStatus,
+    Verdict,
+    VerdictStatus,
+)
 from featdel.rundir import RunDir
 from tests.conftest import TINY_LIB, make_repo
 
@@ -33,7 +40,7 @@ def _run_dir(tmp_path: Path, repo: Path) -> Path:
     """A run directory holding one verified body deletion of `whisper`."""
     run_dir = tmp_path / "run"
     rd = RunDir(run_dir)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
     trees.write_snapshot(repo, commit, rd.snapshot("tinylib"))
     recipe = Recipe(python="3.11.7", install=[["python", "-m", "pip", "install", "-q", "-e", "."]],
                     test_cmd=["python", "-m", "pytest", "-q"], package_dirs=["tinylib"], lock=LOCK)
