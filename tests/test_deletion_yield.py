@@ -131,3 +131,17 @@ def test_only_errors_naming_a_deleted_name_in_a_test_module_are_allowed():
     assert why, "a conftest that fails is a broken suite, not a missing feature"
     _, why = allowed({"tests/test_shout.py": IMPORT_ERROR + "\nE   NameError: name 'x' is not defined"}, {"shout"})
     assert why, "the last exception line decides"
+
+
+def test_deleted_names_are_definitions_re_exports_and_modules_that_went():
+    from featdel.deletion.gone import deleted_names
+
+    original = {
+        "pkg/__init__.py": b"from pkg.words import shout, plain\nALIAS = plain\n",
+        "pkg/words.py": b"def shout(s, loud):\n    return s\n\n\ndef plain(s, quiet):\n    return s\n",
+    }
+    edits = {"pkg/__init__.py": "from pkg.words import plain\n", "pkg/words.py": "def plain(s, quiet):\n    return s\n",
+             "pkg/extra.py": None}
+    names = deleted_names(original.__getitem__, edits, lambda rel: rel[:-3].replace("/", "."))
+    # `loud` (an argument of the removed function) is not a name anything could import
+    assert names == {"shout", "ALIAS", "pkg.extra", "extra"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from featdel.spans import is_test_path, symbols
+from featdel.spans import is_test_path, parse, symbols
 
 # The last exception line pytest prints for a module that failed at import.
 _NAMED = (
@@ -44,13 +44,21 @@ def deleted_names(read, edits: dict[str, str | None], module_of) -> set[str]:
     return out
 
 
-_BINDS = re.compile(r"\b(?:import\s+|,\s*|as\s+)(\w+)|^(\w+)\s*=", re.M)
-
-
 def _bound(text: str) -> set[str]:
-    """A rough set of names a module binds by import or plain assignment (over-approximate:
-    only names that vanish between the original and the edit matter)."""
-    return {a or b for a, b in _BINDS.findall(text)}
+    """Names a module binds at its top level by import (`import a`, `from m import a`,
+    `... as a`) or by plain assignment (`a = ...`)."""
+    out: set[str] = set()
+    for stmt in parse(text.encode()).root_node.named_children:
+        if stmt.type in ("import_statement", "import_from_statement"):
+            for child in stmt.children_by_field_name("name"):
+                node = child.child_by_field_name("alias") if child.type == "aliased_import" else child
+                out.add(node.text.decode().split(".")[0])
+        elif stmt.type == "expression_statement" and stmt.named_child_count == 1:
+            expr = stmt.named_children[0]
+            left = expr.child_by_field_name("left") if expr.type == "assignment" else None
+            if left is not None and left.type == "identifier":
+                out.add(left.text.decode())
+    return out
 
 
 def named(message: str) -> str | None:
