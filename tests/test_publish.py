@@ -36,8 +36,10 @@ def test_dry_run_loads_in_datasets_as_the_packaged_rows(dry):
     os.environ["HF_HUB_OFFLINE"] = "1"  # before datasets is imported (conftest sets it too)
     import datasets
 
-    tasks = datasets.load_dataset(str(folder), split="train")
-    envs = datasets.load_dataset(str(folder), "envs", split="train")
+    # A private cache: the shared one can hold an earlier session's load of a folder at this path.
+    cache = str(folder.parent / "hf-cache")
+    tasks = datasets.load_dataset(str(folder), split="train", cache_dir=cache)
+    envs = datasets.load_dataset(str(folder), "envs", split="train", cache_dir=cache)
     assert tasks.to_list() == read_tasks(run_dir).to_pylist()
     assert envs.to_list() == read_envs(run_dir).to_pylist()
     assert isinstance(tasks[0]["FAIL_TO_PASS"], list)
