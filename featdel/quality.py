@@ -173,16 +173,20 @@ def _body_splice(lines: Lines, outer, text: bytes, keep_docstring: bool) -> Spli
 
 
 def similarity(deleted: list[str], start: Path, *, exclude: AbstractSet[str] = frozenset()) -> Similarity:
-    """How close the deleted snippets come to a body left in the start state's source files (test
-    files and `exclude`d "path::qualname" aside): the best `SequenceMatcher.ratio` of normalised
-    token streams. A snippet that is one definition is compared by its body; a class's with class
-    bodies, any other's (a function, a bare body, a module) with function and method bodies."""
+    """How close the deleted code comes to bodies left in the start state's source files (test
+    files and `exclude`d "path::qualname" aside). Each snippet's score is its best
+    `SequenceMatcher.ratio` of normalised token streams; a deletion of several snippets scores
+    their mean weighted by length, so one small near-copied helper does not make a large new
+    feature look copied, while a single near-copied definition still scores as high as before.
+    A snippet that is one definition is compared by its body; a class's with class bodies, any
+    other's (a function, a bare body, a module) with function and method bodies."""
     wanted = [(k, t) for k, t in (_snippet_tokens(s) for s in deleted) if len(t) >= MIN_TOKENS]
     if not wanted:
         return Similarity(score=0.0)
-    best, nearest = 0.0, ""
     units = list(_start_units(start, exclude))
+    scored = []  # (tokens, best ratio, nearest ref) per snippet
     for kind, tokens in wanted:
+        best, nearest = 0.0, ""
         matcher = difflib.SequenceMatcher(None, autojunk=False)  # ID and "." are not junk here
         matcher.set_seq2(tokens)
         for ref, other_kind, other in units:
@@ -194,7 +198,11 @@ def similarity(deleted: list[str], start: Path, *, exclude: AbstractSet[str] = f
             ratio = matcher.ratio()
             if ratio > best:
                 best, nearest = ratio, ref
-    return Similarity(score=best, nearest=nearest)
+        scored.append((len(tokens), best, nearest))
+    total = sum(n for n, _, _ in scored)
+    score = sum(n * b for n, b, _ in scored) / total
+    nearest = max(scored, key=lambda s: s[0] * s[1])[2]
+    return Similarity(score=score, nearest=nearest)
 
 
 def _start_units(start: Path, exclude: AbstractSet[str]):

@@ -350,3 +350,15 @@ def test_difficulty_reports_similarity(sim_repo, tmp_path):
     d = deletion(sim_repo, "_has_keywords", "function", "function", path="lib/sig.py")
     feats = difficulty.features(d, start_state(sim_repo, d, tmp_path / "start"), ["t::a"], [])
     assert feats["similarity"] >= quality.MAX_SIMILARITY
+
+
+def test_a_large_new_feature_with_a_small_copied_helper_is_scored_by_size(sim_repo, tmp_path):
+    copied = deletion(sim_repo, "_has_keywords", "function", "function", path="lib/sig.py")
+    start = start_state(sim_repo, copied, tmp_path / "start")
+    alone = quality.similarity(copied.removed, start, exclude=set(copied.deleted_symbols))
+    novel = "def feature(rows, key):\n" + "".join(
+        f"    total_{i} = sum(r[key] * {i} for r in rows if r.get('k{i}') is not None)\n" for i in range(12)
+    ) + "    return [total_0, total_1, total_2]\n"
+    both = quality.similarity([*copied.removed, novel], start, exclude=set(copied.deleted_symbols))
+    assert alone.score >= quality.MAX_SIMILARITY
+    assert both.score < quality.MAX_SIMILARITY and both.score < alone.score
