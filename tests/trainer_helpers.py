@@ -44,7 +44,6 @@ def run_ranks(fn, world: int, tmp_path, *args) -> None:
 
 
 def reference_ns(m):
-    import torch
 
     x = m.double()
     tall = x.shape[0] > x.shape[1]

@@ -28,7 +28,6 @@ from featdel.deletion.base import (
     NotApplicable,
     RolledBack,
     Tree,
-    decode,
     make_deletion,
     passes,
     target_symbols,
