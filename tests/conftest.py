@@ -58,6 +58,32 @@ def assert_tasks_round_trip(run_dir: Path, backend, tmp_path: Path) -> int:
     return len(tasks)
 
 
+def mine_tiny(tmp_path_factory, name: str, files: dict[str, str], backend):
+    """Build a tiny repository from `files`, mine it into a fresh run dir (thresholds low enough
+    for a handful of tests) and return (run_dir, its mined record)."""
+    from featdel.corpus import CorpusEntry
+    from featdel.mine import Thresholds, mine
+    from featdel.recipe import Overrides
+    from featdel.records import RepoStatus
+
+    repo = make_repo(tmp_path_factory.mktemp(f"{name}-repo") / name, files)
+    run_dir = tmp_path_factory.mktemp(f"{name}-run")
+    [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=backend,
+                    thresholds=Thresholds(min_passing=3, min_coverage=10.0))
+    assert record.status == RepoStatus.MINED, record.reason
+    return run_dir, record
+
+
+def delete_and_verify(run_dir: Path, backend, *, strategies: list[str], max_candidates: int, reruns: int):
+    """The delete and verify stages on a mined run dir; returns every verdict."""
+    from featdel.delete import delete_all
+    from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
+
+    delete_all(run_dir, strategies=strategies, max_candidates=max_candidates, seed=0, keep_docstrings=True,
+               check_for=lambda r: make_check(RepoContext.load(run_dir, r), backend))
+    return verify_all(run_dir, backend, VerifyOptions(reruns=reruns))
+
+
 TINY_LIB = {
     "pyproject.toml": (
         '[project]\nname = "tinylib"\nversion = "0.1"\n'
@@ -120,22 +146,10 @@ def local_backend():
 def packaged_tiny(tmp_path_factory, featdel_cache, local_backend) -> Path:
     """A packaged run of the tiny library (body deletions only, a few tasks): for the tests of
     what consumes shards (env build, exports, publish). Built once per session."""
-    from featdel.corpus import CorpusEntry
-    from featdel.delete import delete_all
-    from featdel.mine import Thresholds, mine
     from featdel.package import package
-    from featdel.recipe import Overrides
-    from featdel.records import RepoStatus
-    from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
 
-    repo = make_repo(tmp_path_factory.mktemp("packaged") / "tinylib", TINY_LIB)
-    run_dir = tmp_path_factory.mktemp("packaged-run")
-    [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=local_backend,
-                    thresholds=Thresholds(min_passing=3, min_coverage=10.0))
-    assert record.status == RepoStatus.MINED, record.reason
-    delete_all(run_dir, strategies=["body"], max_candidates=3, seed=0, keep_docstrings=True,
-               check_for=lambda r: make_check(RepoContext.load(run_dir, r), local_backend))
-    verify_all(run_dir, local_backend, VerifyOptions(reruns=2))
+    run_dir, _ = mine_tiny(tmp_path_factory, "tinylib", TINY_LIB, local_backend)
+    delete_and_verify(run_dir, local_backend, strategies=["body"], max_candidates=3, reruns=2)
     tasks, _ = package(run_dir)
     assert tasks, "no verified task in the tiny run"
     return run_dir

@@ -25,13 +25,9 @@ from featdel.agent.episode import (
 from featdel.agent.policy import ScriptedPolicy, TransformerPolicy, decode
 from featdel.agent.protocol import render
 from featdel.agent.trajectory import read_trajectories, save_trajectories
-from featdel.corpus import CorpusEntry
 from featdel.grade import GradeTask
-from featdel.mine import Thresholds, mine
-from featdel.recipe import Overrides
-from featdel.records import RepoStatus
 from featdel.trees import diff
-from tests.conftest import make_repo
+from tests.conftest import mine_tiny
 
 LIB = {
     "pyproject.toml": (
@@ -62,11 +58,7 @@ SOLVE = [
 
 @pytest.fixture(scope="module")
 def mined(tmp_path_factory, featdel_cache, local_backend):
-    repo = make_repo(tmp_path_factory.mktemp("agentrepo") / "agentlib", LIB)
-    run_dir = tmp_path_factory.mktemp("agentrun")
-    [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=local_backend,
-                    thresholds=Thresholds(min_passing=3, min_coverage=10.0))
-    assert record.status == RepoStatus.MINED, record.reason
+    run_dir, record = mine_tiny(tmp_path_factory, "agentlib", LIB, local_backend)
     return run_dir, record
 
 

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from featdel.corpus import CorpusEntry
-from featdel.delete import combine_all, delete_all
+from featdel.delete import combine_all
 from featdel.deletion.gone import allowed, named
-from featdel.mine import Thresholds, mine
-from featdel.recipe import Overrides
-from featdel.records import RepoStatus, VerdictStatus
-from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
-from tests.conftest import make_repo
+from featdel.records import VerdictStatus
+from featdel.verify import VerifyOptions, verify_all
+from tests.conftest import delete_and_verify, mine_tiny
 
 WORDS = '''\
 def _exclaim(s):
@@ -67,14 +64,8 @@ FEATLIB = {
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, featdel_cache, local_backend):
-    repo = make_repo(tmp_path_factory.mktemp("featlib") / "featlib", FEATLIB)
-    run_dir = tmp_path_factory.mktemp("run")
-    [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=local_backend,
-                    thresholds=Thresholds(min_passing=3, min_coverage=10.0))
-    assert record.status == RepoStatus.MINED, record.reason
-    delete_all(run_dir, strategies=["feature"], max_candidates=4, seed=0, keep_docstrings=True,
-               check_for=lambda r: make_check(RepoContext.load(run_dir, r), local_backend))
-    verify_all(run_dir, local_backend, VerifyOptions(reruns=1))
+    run_dir, _ = mine_tiny(tmp_path_factory, "featlib", FEATLIB, local_backend)
+    delete_and_verify(run_dir, local_backend, strategies=["feature"], max_candidates=4, reruns=1)
     combine_all(run_dir, seed=0)
     verdicts = verify_all(run_dir, local_backend, VerifyOptions(reruns=1))
     return run_dir, {v.target: v for v in verdicts}

@@ -16,16 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from featdel.corpus import CorpusEntry
-from featdel.delete import delete_all
-from featdel.mine import Thresholds, mine
 from featdel.package import TASK_SCHEMA, package, read_envs, read_tasks
-from featdel.records import Deletion, RepoStatus, VerdictStatus, read_jsonl
-from featdel.recipe import Overrides
+from featdel.records import Deletion, VerdictStatus, read_jsonl
 from featdel.testrun import RunOptions, run_suite
 from featdel.trees import apply_patch, start_state
-from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all, verify_one
-from tests.conftest import TINY_LIB, assert_tasks_round_trip, make_repo
+from featdel.verify import RepoContext, VerifyOptions, verify_all, verify_one
+from tests.conftest import TINY_LIB, assert_tasks_round_trip, delete_and_verify, mine_tiny
 
 # A test that skips when the feature is missing: deleting `whisper` must not count it as F2P.
 SKIPPING = {
@@ -44,14 +40,9 @@ SKIPPING = {
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, featdel_cache, local_backend):
-    repo = make_repo(tmp_path_factory.mktemp("skiprepo") / "tinylib", SKIPPING)
-    run_dir = tmp_path_factory.mktemp("run")
-    [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=local_backend,
-                    thresholds=Thresholds(min_passing=3, min_coverage=10.0))
-    assert record.status == RepoStatus.MINED, record.reason
-    delete_all(run_dir, strategies=["body", "function", "method", "class", "feature"], max_candidates=6, seed=0,
-               keep_docstrings=True, check_for=lambda r: make_check(RepoContext.load(run_dir, r), local_backend))
-    verdicts = verify_all(run_dir, local_backend, VerifyOptions(reruns=2))
+    run_dir, _ = mine_tiny(tmp_path_factory, "tinylib", SKIPPING, local_backend)
+    verdicts = delete_and_verify(run_dir, local_backend, strategies=["body", "function", "method", "class", "feature"],
+                                 max_candidates=6, reruns=2)
     package(run_dir)
     return run_dir, verdicts
 
