@@ -167,7 +167,7 @@ def _grade_one(pred: Prediction, task: GradeTask | str | None, backend, folder: 
 
 
 def summary(results: list[GradeResult]) -> dict[str, dict[str, int]]:
-    """Counts per model and status, plus 'total' and 'resolved %' (of all but broken)."""
+    """Counts per model: one per status, and 'total'."""
     table: dict[str, dict[str, int]] = {}
     for r in results:
         row = table.setdefault(r.model_name_or_path or "-", {s.value: 0 for s in GradeStatus} | {"total": 0})

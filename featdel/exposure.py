@@ -27,6 +27,7 @@ from pathlib import Path
 from featdel.leaks import MIN_NEEDLE
 
 MAX_TEXT_BYTES = 4 << 20  # larger files are data, not source
+MIN_LINE_HITS = 2  # distinct deleted lines one file outside the tree must hold to be a copy
 _ARCHIVES = (".whl", ".zip", ".egg", ".pyz")
 
 
@@ -128,7 +129,6 @@ def audit(roots, needles: list[str], packages: list[str]) -> str | None:
     tree and writable dirs): a package of the same name, or a file holding two distinct deleted
     lines. One line is not enough out here: `return s.lower()` is in the standard library's
     pathlib, and a copy of a deletion that small is found by the package's name instead."""
-    need = 2
     for root in roots:
         if root.writable:
             continue  # the work tree (audited whole per candidate) and fresh report dirs
@@ -141,6 +141,6 @@ def audit(roots, needles: list[str], packages: list[str]) -> str | None:
             for file_id in idx.lines.get(hash(needle.encode()), ()):
                 hits.setdefault(file_id, set()).add(needle)
         for file_id, found in sorted(hits.items()):
-            if len(found) >= need:
+            if len(found) >= MIN_LINE_HITS:
                 return f"{idx.files[file_id]}: {' | '.join(sorted(found)[:3])}"
     return None

@@ -116,7 +116,6 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool)
                      and trees.plain_path(start, p))
     ignored = sorted(set(changes) - set(carried))
     graded = start  # the pristine start state, from here on the tree that is tested
-    (tmp / "empty").mkdir()
     texts = {}
     for rel in carried:
         texts[rel] = (trees.read_text(start, rel), trees.read_text(learner, rel))
@@ -129,8 +128,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool)
     if findings and not allow_suspect:
         return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings,
                            reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
-    guarded = {rel: trees.digest(graded, rel) for rel in trees.changed_files(tmp / "empty", graded)
-               if protected(rel, test_files)}
+    guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files)}
     try:
         run = _run(task, graded, backend)
     except SandboxError as exc:

@@ -9,6 +9,7 @@ the caches or build outputs that could carry deleted code.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -134,7 +135,7 @@ def copy_tree(src: Path, dest: Path) -> Path:
     return dest
 
 
-def _files(tree: Path) -> dict[str, Path]:
+def files(tree: Path) -> dict[str, Path]:
     """Every file and symlink under `tree` but .git, by POSIX relative path; links not followed."""
     out = {}
     for dirpath, dirs, files in os.walk(tree):
@@ -148,7 +149,7 @@ def _files(tree: Path) -> dict[str, Path]:
 
 def changed_files(a: Path, b: Path) -> list[str]:
     """Paths added, removed or changed (content, or file <-> link) from tree `a` to tree `b`."""
-    fa, fb = _files(a), _files(b)
+    fa, fb = files(a), files(b)
     changed = set(fa) ^ set(fb)
     for rel in set(fa) & set(fb):
         pa, pb = fa[rel], fb[rel]
@@ -162,8 +163,6 @@ def changed_files(a: Path, b: Path) -> list[str]:
 
 def digest(tree: Path, rel: str) -> str:
     """A content hash of one path (a link hashes as its target text; missing is "")."""
-    import hashlib
-
     path = tree / rel
     if path.is_symlink():
         return "link:" + os.readlink(path)
@@ -174,10 +173,8 @@ def digest(tree: Path, rel: str) -> str:
 
 def tree_digest(tree: Path) -> str:
     """One hash of every path and its content under `tree` (.git left out)."""
-    import hashlib
-
     h = hashlib.sha256()
-    for rel, path in sorted(_files(tree).items()):
+    for rel in sorted(files(tree)):
         h.update(f"{rel}\0{digest(tree, rel)}\n".encode())
     return h.hexdigest()
 
