@@ -7,6 +7,11 @@ start state to the final work tree, so the learner is graded exactly as `featdel
 grades a prediction. `rollouts` runs k episodes of one task in parallel threads, each in its own
 work tree (every test run opens its own sandbox).
 
+The token loop itself is `play(env, policy, config)` over any `Env` (prompt text, `execute`, the
+hint context, `finish` -> patch and reward); `run_episode` is `play` on a `TaskEnv`, the
+sandboxed packaged task. Other environments (the in-memory `featdel.agent.toyenv`) reuse the loop,
+so their trajectories, observation framing and hints are the same by construction.
+
 The work tree is the start state without VCS data; the pristine start state (a one-commit git
 repository) stays outside the sandbox, and the final patch is computed against it from a scrubbed
 copy of the work tree, so caches the test runs left and anything written into the tree cannot
@@ -15,6 +20,7 @@ reach the diff machinery.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -25,10 +31,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from featdel.agent.hints import HintContext, Rule, hints_for
 from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, STOP_ID, Policy, decode, encode
-from featdel.agent.protocol import CallError, parse, render, tools_text
+from featdel.agent.protocol import CallError, ToolCall, parse, render, tools_text
 from featdel.agent.trajectory import Hint, Trajectory, Turn
 from featdel.agent.workspace import Observation, Workspace
 from featdel.grade import GradeTask, grade
@@ -73,6 +80,48 @@ def prompt_text(task: AgentTask, visible_tests: list[str]) -> str:
     )
 
 
+class Env(Protocol):
+    """What `play` needs from an environment: the task's prompt text, a tool executor, what the
+    hint rules know about the task, and the verdict once the episode has ended."""
+
+    instance_id: str
+    hint_ctx: HintContext
+
+    def prompt(self) -> str: ...
+
+    def execute(self, call: ToolCall) -> Observation: ...
+
+    def finish(self, ended: str) -> tuple[str, float, str, str]:
+        """(patch, reward, status, reason); `ended` says how the episode ended."""
+        ...
+
+
+class TaskEnv:
+    """A packaged task: its start state in a work tree under `workdir`, tools on it (`run_tests` in
+    the sandbox) and the grader's verdict on the diff to the final tree."""
+
+    def __init__(self, task: AgentTask, backend, workdir: Path, config: EpisodeConfig):
+        self.task, self.backend, self.config, self.instance_id = task, backend, config, task.instance_id
+        self.start = start_state(task.grade.snapshot, task.grade.deletion_patch, workdir / "start")
+        self.work = workdir / "work"
+        shutil.copytree(self.start, self.work, symlinks=True,
+                        ignore=lambda d, names: [".git"] if Path(d) == self.start else [])
+        self.ws = Workspace(self.work, task.grade, backend, max_observation=config.max_observation,
+                            test_timeout_s=config.test_timeout_s)
+        self.hint_ctx = HintContext(test_files=frozenset(t.split("::", 1)[0]
+                                                         for t in task.grade.fail_to_pass + task.grade.pass_to_pass),
+                                    max_action_chars=config.max_action_tokens)
+
+    def prompt(self) -> str:
+        return prompt_text(self.task, self.ws.visible_failing())
+
+    def execute(self, call: ToolCall) -> Observation:
+        return self.ws.execute(call)
+
+    def finish(self, ended: str) -> tuple[str, float, str, str]:
+        return _grade(self.task, self.start, self.work, self.backend, ended, self.config)
+
+
 def run_episode(task: AgentTask, policy: Policy, backend, *, config: EpisodeConfig = EpisodeConfig(),
                 rollout: int = 0, seed: int = 0, workdir: Path | None = None,
                 rules: dict[str, Rule] | None = None) -> Trajectory:
@@ -82,15 +131,17 @@ def run_episode(task: AgentTask, policy: Policy, backend, *, config: EpisodeConf
             return run_episode(task, policy, backend, config=config, rollout=rollout, seed=seed,
                                workdir=Path(tmp), rules=rules)
     started = time.monotonic()
-    start = start_state(task.grade.snapshot, task.grade.deletion_patch, workdir / "start")
-    work = workdir / "work"
-    shutil.copytree(start, work, symlinks=True, ignore=lambda d, names: [".git"] if Path(d) == start else [])
-    ws = Workspace(work, task.grade, backend, max_observation=config.max_observation,
-                   test_timeout_s=config.test_timeout_s)
-    hint_ctx = HintContext(test_files=frozenset(t.split("::", 1)[0]
-                                                for t in task.grade.fail_to_pass + task.grade.pass_to_pass),
-                           max_action_chars=config.max_action_tokens)
-    tokens = encode(prompt_text(task, ws.visible_failing()))
+    traj = play(TaskEnv(task, backend, workdir, config), policy, config, rollout=rollout, seed=seed, rules=rules)
+    return dataclasses.replace(traj, seconds=round(time.monotonic() - started, 3))
+
+
+def play(env: Env, policy: Policy, config: EpisodeConfig = EpisodeConfig(), *, rollout: int = 0, seed: int = 0,
+         rules: dict[str, Rule] | None = None) -> Trajectory:
+    """The token loop over any `Env`: prompt, then per turn act, parse, execute, frame the
+    observation, run the hint rules; then `env.finish`. Turn t samples with seed
+    `seed * 1000003 + t`."""
+    started = time.monotonic()
+    tokens = encode(env.prompt())
     prompt_len = len(tokens)
     mask = [0] * prompt_len
     turns: list[Turn] = []
@@ -108,7 +159,7 @@ def run_episode(task: AgentTask, policy: Policy, backend, *, config: EpisodeConf
         text = decode(ids)
         parsed = parse(text)
         obs = (Observation(text=f"error: {parsed.message}", ok=False) if isinstance(parsed, CallError)
-               else ws.execute(parsed))
+               else env.execute(parsed))
         # An action cut off before its newline still leaves the observation on a line of its own.
         framed = ("" if ids[-1:] == [STOP_ID] else "\n") + OBS_OPEN + obs.text + OBS_CLOSE
         obs_ids = encode(framed)
@@ -120,7 +171,7 @@ def run_episode(task: AgentTask, policy: Policy, backend, *, config: EpisodeConf
                     obs_len=len(obs_ids))
         tokens += obs_ids
         mask += [0] * len(obs_ids)
-        hints += hints_for(turn, turns, hint_ctx, rules)
+        hints += hints_for(turn, turns, env.hint_ctx, rules)
         turns.append(turn)
         if obs.done:
             ended = "submitted"
@@ -128,8 +179,8 @@ def run_episode(task: AgentTask, policy: Policy, backend, *, config: EpisodeConf
         if len(tokens) >= config.max_tokens:
             ended = "token_budget"
             break
-    patch, reward, status, reason = _grade(task, start, work, backend, ended, config)
-    return Trajectory(instance_id=task.instance_id, rollout=rollout, seed=seed, prompt_len=prompt_len,
+    patch, reward, status, reason = env.finish(ended)
+    return Trajectory(instance_id=env.instance_id, rollout=rollout, seed=seed, prompt_len=prompt_len,
                       tokens=tokens, mask=mask, turns=turns, hints=hints, ended=ended, patch=patch, reward=reward,
                       status=status, reason=reason, seconds=round(time.monotonic() - started, 3))
 
