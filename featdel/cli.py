@@ -444,6 +444,9 @@ def _register_subcommands() -> None:
     from featdel.cli_data import register  # env build, export, publish, fetch
 
     register(app)
+    from featdel.cli_solve import register as register_solve  # solve, monitor
+
+    register_solve(app)
 
 
 _register_subcommands()

@@ -9,6 +9,9 @@ same results file twice adds nothing.
 
 `broken` attempts are stored (they say the infrastructure failed) but never count as failures:
 `outcomes` leaves them out.
+
+Beside them, the `flags` table holds what `featdel monitor` found in the learner's trajectories
+(`add_flags`, `flags`): one row per rule and turn, keyed so monitoring a file twice adds nothing.
 """
 
 from __future__ import annotations
@@ -213,3 +216,66 @@ def by_round(path: Path, *, learner: str | None = None) -> list[tuple[str, int, 
         return con.execute("select instance_id, round, sum(reward), count(*) from attempts "
                            f"where status <> 'broken' {where} group by instance_id, round "
                            "order by instance_id, round", args).fetchall()
+
+
+# Monitor flags (featdel.monitor) live beside the attempts: one row per rule and turn of a trajectory.
+FLAGS_SCHEMA = """
+create table if not exists flags (
+    flag_id varchar primary key,
+    trajectory varchar not null,
+    instance_id varchar not null,
+    rollout integer not null,
+    rule varchar not null,
+    turn integer not null,
+    evidence varchar not null,
+    learner varchar,
+    recorded_at timestamptz not null
+)
+"""
+FLAG_COLUMNS = ("flag_id", "trajectory", "instance_id", "rollout", "rule", "turn", "evidence", "learner",
+                "recorded_at")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredFlag:
+    trajectory: str  # the trajectory's key (featdel.monitor.report.trajectory_key)
+    instance_id: str
+    rollout: int
+    rule: str
+    turn: int
+    evidence: str
+    learner: str = ""
+    recorded_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    def key(self) -> str:
+        text = json.dumps([self.trajectory, self.rule, self.turn, self.evidence, self.learner])
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def add_flags(path: Path, flags: Iterable[StoredFlag], *, lock_timeout_s: float = 120.0) -> int:
+    """Insert monitor flags (one transaction; the same flag twice is one row); return how many were new."""
+    rows = [(f.key(), f.trajectory, f.instance_id, f.rollout, f.rule, f.turn, f.evidence, f.learner, f.recorded_at)
+            for f in flags]
+    with connect(path, lock_timeout_s=lock_timeout_s) as con:
+        con.execute(FLAGS_SCHEMA)
+        before = con.execute("select count(*) from flags").fetchone()[0]
+        if rows:
+            con.execute("begin")
+            one = f"({', '.join('?' * len(FLAG_COLUMNS))})"
+            for i in range(0, len(rows), 500):
+                chunk = rows[i : i + 500]
+                con.execute(f"insert or ignore into flags ({', '.join(FLAG_COLUMNS)}) values "
+                            f"{', '.join([one] * len(chunk))}", [v for row in chunk for v in row])
+            con.execute("commit")
+        return con.execute("select count(*) from flags").fetchone()[0] - before
+
+
+def flags(path: Path, *, learner: str | None = None) -> list[StoredFlag]:
+    """Every stored flag (of one learner), by task, rollout and turn; none when nothing was monitored."""
+    with connect(path, read_only=True) as con:
+        if not con.execute("select count(*) from information_schema.tables where table_name = 'flags'").fetchone()[0]:
+            return []
+        where, args = ("where learner = ?", [learner]) if learner else ("", [])
+        rows = con.execute(f"select {', '.join(FLAG_COLUMNS[1:])} from flags {where} "
+                           "order by instance_id, rollout, turn, rule", args).fetchall()
+    return [StoredFlag(**dict(zip(FLAG_COLUMNS[1:], r, strict=True))) for r in rows]
