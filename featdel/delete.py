@@ -67,8 +67,10 @@ def delete_repo(
     keep_docstrings: bool,
     check_factory: Callable[[Path], Callable],
     bounds: Bounds = Bounds(),
+    strategy_options: dict[str, dict] | None = None,
 ) -> list[Deletion]:
-    """Deletions for one mined repo; `check_factory(original_tree)` gives the strategies' check."""
+    """Deletions for one mined repo; `check_factory(original_tree)` gives the strategies' check;
+    `strategy_options` configures the strategies that need it (featdel.deletion.registry)."""
     from featdel.deletion import NotApplicable, RolledBack, choose, delete
     from featdel.deletion.base import deletion_id
     from featdel.trees import extract
@@ -78,7 +80,7 @@ def delete_repo(
     pool = candidates(record, cmap, bounds)
     rng = random.Random(seed ^ zlib.crc32(record.name.encode()))
     # Attempts that a strategy refuses are recorded and do not count towards max_candidates.
-    pairs = choose(pool, strategies, rng, max_pairs=max_candidates * 4)
+    pairs = choose(pool, strategies, rng, max_pairs=max_candidates * 4, options=strategy_options)
     made: list[Deletion] = []
     seen: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:
@@ -92,7 +94,8 @@ def delete_repo(
             base = dict(deletion_id=deletion_id(record.name, name, target, keep_docstrings), repo=record.name,
                         strategy=name, target=target)
             try:
-                deletion = delete(original, cand, name, check=check, keep_docstrings=keep_docstrings, seed=seed)
+                deletion = delete(original, cand, name, check=check, keep_docstrings=keep_docstrings, seed=seed,
+                                  options=strategy_options)
             except RolledBack as exc:  # a deletion was made and the build check refused it: a candidate
                 rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="build", reason=str(exc)))
                 made_or_rolled += 1
@@ -119,7 +122,8 @@ def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable],
     """Run `delete_repo` for every mined repo not yet done; return all deletions of the run.
     `check_for(record)` gives that repo's check factory (see `delete_repo`)."""
     rd = RunDir(run_dir)
-    options = {k: v for k, v in kwargs.items() if k in ("strategies", "max_candidates", "seed", "keep_docstrings")}
+    options = {k: v for k, v in kwargs.items()
+               if k in ("strategies", "max_candidates", "seed", "keep_docstrings", "strategy_options") and v is not None}
     rd.stage_options("deleted", options, started=any(rd.deleted_marker(r.name).exists() for r in rd.mined()))
     for record in rd.mined():
         if rd.deleted_marker(record.name).exists():

@@ -101,6 +101,9 @@ class Deletion:
     wiring: list[str] = dataclasses.field(default_factory=list)
     # a `combine` deletion: the deletion ids it joins
     parts: list[str] = dataclasses.field(default_factory=list)
+    # a problem statement the deletion came with (the `agent` strategy's model may write one):
+    # verify leak-audits it and packages it in place of the generated one; "" means generate
+    statement: str = ""
 
 
 def to_json(record: Any) -> str:

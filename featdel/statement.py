@@ -5,6 +5,8 @@ tree-sitter), and the fail-to-pass tests. Out: Markdown. It never quotes a delet
 module paths, each symbol as it is declared (the headers of its enclosing classes, its
 decorators, its signature, the docstring when the task keeps docstrings; a deleted class with the
 declarations of its methods inside it), and the test ids. The leak audit runs on the result too.
+A deletion that brings its own statement (`Deletion.statement`, written by the `agent`
+strategy's model) gets that text followed by the test ids; the leak audit judges it the same way.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def _module(path: str) -> str:
 
 
 def write(deletion: Deletion, original: Path, fail_to_pass: list[str], *, max_tests: int = 20) -> str:
+    if deletion.statement:  # the deletion came with its own text (the `agent` strategy's model wrote it)
+        return "\n".join([deletion.statement.strip(), "", *_tests(fail_to_pass, max_tests)]) + "\n"
     by_file: dict[str, list[str]] = {}
     for ref in deletion.deleted_symbols:
         path, _, qualname = ref.partition("::")
@@ -62,14 +66,16 @@ def write(deletion: Deletion, original: Path, fail_to_pass: list[str], *, max_te
                 lines += _declaration(source, tree, s, s.qualname.count("."), deletion.keep_docstrings)
             lines.append("  ```")
             lines.append("")
+    return "\n".join(lines + _tests(fail_to_pass, max_tests)) + "\n"
+
+
+def _tests(fail_to_pass: list[str], max_tests: int) -> list[str]:
     shown_tests = fail_to_pass[:max_tests]
-    lines.append("These tests must pass (run them with pytest):")
-    lines.append("")
+    lines = ["These tests must pass (run them with pytest):", ""]
     lines += [f"- `{t}`" for t in shown_tests]
     if len(fail_to_pass) > len(shown_tests):
         lines.append(f"- ... and {len(fail_to_pass) - len(shown_tests)} more")
-    lines += ["", "Other tests must keep passing. Do not edit the tests or the test configuration."]
-    return "\n".join(lines) + "\n"
+    return lines + ["", "Other tests must keep passing. Do not edit the tests or the test configuration."]
 
 
 def _within_deleted(qualname: str, qualnames: list[str]) -> bool:
