@@ -132,14 +132,35 @@ MaxCandidates = Annotated[int, typer.Option("--max-candidates", min=1, help="Del
 Seed = Annotated[int, typer.Option("--seed", help="Seed for choosing candidates, strategies and P2P samples.")]
 FullSuite = Annotated[bool, typer.Option("--full-suite", help="Run every test per candidate, not the coverage selection.")]
 StripDocs = Annotated[bool, typer.Option("--strip-docstrings", help="Delete docstrings too (a harder task).")]
+AgentUrl = Annotated[str | None, typer.Option("--agent-url", help="OpenAI-compatible server for --strategy agent "
+                                              "(e.g. http://127.0.0.1:8000/v1); key from $FEATDEL_API_KEY.")]
+AgentModel = Annotated[str | None, typer.Option("--agent-model", help="Model name the server serves (--strategy agent).")]
+AgentTurns = Annotated[int, typer.Option("--agent-turns", min=1, help="Model replies per candidate (--strategy agent).")]
 
 
-def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, backend) -> int:
+def _agent_options(url: str | None, model: str | None, turns: int, strategies) -> dict | None:
+    """The registry options of the `agent` strategy, or None when it is not asked for."""
+    from featdel.errors import FeatdelError
+
+    if url is None and model is None:
+        if strategies and "agent" in strategies:
+            raise FeatdelError("--strategy agent needs --agent-url URL and --agent-model NAME")
+        return None
+    if not (url and model):
+        raise FeatdelError("give both --agent-url URL and --agent-model NAME")
+    from featdel.llm import ChatClient
+
+    ChatClient(url, model)  # a bad URL fails here, before any work
+    return {"agent": {"base_url": url, "model": model, "max_turns": turns}}
+
+
+def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, backend,
+            options: dict | None = None) -> int:
     from featdel.delete import delete_all
     from featdel.deletion import STRATEGIES, strategy
     from featdel.verify import RepoContext, make_check
 
-    names = strategies or list(STRATEGIES)
+    names = strategies or [n for n in STRATEGIES if n != "agent" or options]  # agent: only when configured
     for name in names:
         strategy(name)  # unknown names fail here, before any work
     from featdel.progress import StepProgress
@@ -149,6 +170,7 @@ def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, 
         deletions = delete_all(
             out, strategies=names, max_candidates=max_candidates, seed=seed, keep_docstrings=not strip,
             check_for=lambda record: make_check(RepoContext.load(out, record), backend), on_step=progress.step,
+            strategy_options=options,
         )
     return len(deletions)
 
@@ -160,6 +182,9 @@ def delete(
     max_candidates: MaxCandidates = 10,
     seed: Seed = 0,
     strip_docstrings: StripDocs = False,
+    agent_url: AgentUrl = None,
+    agent_model: AgentModel = None,
+    agent_turns: AgentTurns = 30,
     sandbox: Sandbox = "local",
     unsafe_no_sandbox: Unsafe = False,
     verbose: Verbose = False,
@@ -174,6 +199,8 @@ def delete(
       featdel delete runs/a
 
       featdel delete runs/a -s body -s feature --max-candidates 20 --seed 1
+
+      featdel delete runs/a -s agent --agent-url http://127.0.0.1:8000/v1 --agent-model NAME --agent-turns 20
     """
     from featdel.rundir import RunDir
     from featdel.sandboxes import get_backend
@@ -181,7 +208,9 @@ def delete(
     with cli_errors(verbose):
         rd = RunDir(out)
         rd.need(rd.repos_jsonl, "run `featdel mine ... --out DIR` first")
-        n = _delete(out, strategy, max_candidates, seed, strip_docstrings, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox))
+        options = _agent_options(agent_url, agent_model, agent_turns, strategy)
+        n = _delete(out, strategy, max_candidates, seed, strip_docstrings, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox),
+                    options)
         typer.echo(f"{n} deletions in {rd.deletions_jsonl}")
 
 
@@ -273,6 +302,9 @@ def run(
     threshold: ThresholdOpt = None,
     hide_tests: HideTests = False,
     strip_docstrings: StripDocs = False,
+    agent_url: AgentUrl = None,
+    agent_model: AgentModel = None,
+    agent_turns: AgentTurns = 30,
     target_pass_rate: Annotated[float | None, typer.Option(
         "--target-pass-rate", min=0.01, max=0.99, help="Per candidate, choose the knobs (strategy, docstrings, "
         "tests hidden) whose predicted pass rate for --learner is nearest this (featdel.curriculum).")] = None,
@@ -294,6 +326,8 @@ def run(
       featdel run --corpus corpora/default.toml --out runs/demo -j 2 --max-candidates 5
 
       featdel run pypi:inflection==0.5.1 --out runs/b --target-pass-rate 0.3 --learner policy-v3 --history runs/a
+
+      featdel run pypi:inflection==0.5.1 --out runs/c --strategy agent --agent-url http://127.0.0.1:8000/v1 --agent-model NAME
     """
     from featdel.package import package as write
     from featdel.progress import StepProgress, verdict_summary
@@ -302,11 +336,12 @@ def run(
     from featdel.verify import VerifyOptions, verify_all
 
     with cli_errors(verbose):
+        options = _agent_options(agent_url, agent_model, agent_turns, strategy)
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
         _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers)
         per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
         if target_pass_rate is None:
-            _delete(out, strategy, per_repo, seed, strip_docstrings, backend)
+            _delete(out, strategy, per_repo, seed, strip_docstrings, backend, options)
         else:
             from featdel.curriculum import generate
 

@@ -190,3 +190,27 @@ def test_an_edit_that_breaks_the_import_is_rolled_back_and_recorded(mined, tmp_p
     assert "the agent's edit fails the check (called done)" in v.reason and "shout" in v.reason
     assert len(srv.requests) == 2 and json.loads(srv.requests[1]["messages"][2]["tool_calls"][0]["function"]
                                                  ["arguments"])["path"] == "agentlib/words.py"
+
+
+def test_cli_runs_the_agent_and_refuses_it_without_a_model(mined, tmp_path):
+    from typer.testing import CliRunner
+
+    from featdel.cli import app
+    from featdel.rundir import RunDir
+
+    run_dir = shutil.copytree(mined[0], tmp_path / "run")
+    runner = CliRunner()
+    missing = runner.invoke(app, ["delete", str(run_dir), "-s", "agent"])
+    assert missing.exit_code == 2 and "--strategy agent needs --agent-url URL and --agent-model NAME" in missing.output
+    half = runner.invoke(app, ["delete", str(run_dir), "--agent-url", "http://127.0.0.1:1/v1"])
+    assert half.exit_code == 2 and "give both" in half.output
+    script = [calls(("write_file", {"path": "agentlib/words.py", "content": WORDS_WITHOUT_SHOUT}), ("done", {}))]
+    with scripted_server(script) as srv:
+        ok = runner.invoke(app, ["delete", str(run_dir), "-s", "agent", "--agent-url", srv.url, "--agent-model", "m",
+                                 "--agent-turns", "2", "--max-candidates", "1"])
+    assert ok.exit_code == 0, ok.output
+    assert srv.requests and srv.requests[0]["model"] == "m"
+    [v] = RunDir(run_dir).verdicts()
+    assert (v.strategy, v.stage) == ("agent", "build") and "fails the check" in v.reason
+    recorded = json.loads(RunDir(run_dir).options_json.read_text())["deleted"]
+    assert recorded["strategy_options"] == {"agent": {"base_url": srv.url, "model": "m", "max_turns": 2}}
