@@ -482,6 +482,9 @@ def _register_subcommands() -> None:
     from featdel.cli_solve import register as register_solve  # solve, monitor
 
     register_solve(app)
+    from featdel.cli_train import register as register_train
+
+    register_train(app)
 
 
 _register_subcommands()

@@ -12,6 +12,12 @@ into existing tensors), which `get_state_dict` does with a zero-gradient, zero-l
 
 from __future__ import annotations
 
+import warnings
+
+# DCP warns that it saves "in a single process" whenever no process group exists: that is the
+# single-process run's normal case, not news.
+_SINGLE = "torch.distributed is disabled, unavailable or uninitialized"
+
 
 def save_checkpoint(path, model, optimizer, step: int) -> None:
     import torch
@@ -19,7 +25,9 @@ def save_checkpoint(path, model, optimizer, step: int) -> None:
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     model_sd, optim_sd = get_state_dict(model, optimizer)
-    dcp.save({"model": model_sd, "optim": optim_sd, "step": torch.tensor(step)}, checkpoint_id=str(path))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_SINGLE)
+        dcp.save({"model": model_sd, "optim": optim_sd, "step": torch.tensor(step)}, checkpoint_id=str(path))
 
 
 def load_checkpoint(path, model, optimizer) -> int:
@@ -29,6 +37,8 @@ def load_checkpoint(path, model, optimizer) -> int:
 
     model_sd, optim_sd = get_state_dict(model, optimizer)
     state = {"model": model_sd, "optim": optim_sd, "step": torch.tensor(0)}
-    dcp.load(state, checkpoint_id=str(path))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_SINGLE)
+        dcp.load(state, checkpoint_id=str(path))
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     return int(state["step"])

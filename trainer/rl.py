@@ -177,7 +177,7 @@ def rl_step(model, opt, trajectories, *, cfg: RLConfig = RLConfig(), teacher: Te
     with torch.no_grad():
         new = torch.log_softmax(logits.detach().float(), -1).gather(-1, targets[..., None]).squeeze(-1)
         kl_old = ((b.old_logprobs.to(device) - new) * mask).sum() / mask.sum().clamp(min=1)
-    return metrics | {"loss": loss.detach().item(), "policy": float(parts["policy"]), "distill": float(distill),
+    return metrics | {"loss": loss.detach().item(), "policy": float(parts["policy"]), "distill": float(distill.detach()),
                       "kl_old": kl_old.item(), "kl_teacher": float(kl_teacher), "tokens": int(mask.sum()),
                       "targeted_tokens": targeted}
 
