@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -44,8 +43,13 @@ def mine(
     thresholds: Thresholds = Thresholds(),
     jobs: int = 1,
     on_step: Callable[[str, str], None] = lambda source, step: None,
+    executor=None,
 ) -> list[RepoRecord]:
-    """Mine every entry not yet done; return the latest record of every entry."""
+    """Mine every entry not yet done on `executor` (featdel.executor; default: `jobs` threads
+    here); return the latest record of every entry. Only this driver writes the run directory:
+    a remote worker's files come back with its record and are written here."""
+    from featdel.executor import LocalExecutor, write_files
+
     run_dir = run_dir.resolve()
     rd = RunDir(run_dir)
     done = rd.latest_repos()
@@ -55,16 +59,12 @@ def mine(
     for e in entries:
         if e not in todo:
             on_step(e.source, "resumed")
-
-    def work(entry: CorpusEntry) -> RepoRecord:
-        record = mine_one(entry, run_dir, backend=backend, thresholds=thresholds, on_step=on_step)
-        rd.add_repo(record)
-        on_step(entry.source, "done")
-        return record
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for record in pool.map(work, todo):
-            done[record.source] = record
+    executor = executor or LocalExecutor(jobs)
+    for mined in executor.mine(todo, run_dir, backend=backend, thresholds=thresholds, on_step=on_step):
+        write_files(run_dir, mined.files)
+        rd.add_repo(mined.record)
+        done[mined.record.source] = mined.record
+        on_step(mined.record.source, "done")
     return [done[e.source] for e in entries if e.source in done]
 
 

@@ -36,7 +36,6 @@ import shutil
 import tempfile
 import traceback
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -356,9 +355,32 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
                    stub_passed=sorted(stubbed))
 
 
+def unavailable(deletion: Deletion, reason: str) -> Verdict:
+    """The `broken` verdict of a deletion whose repository context cannot be loaded."""
+    return Verdict(deletion_id=deletion.deletion_id, repo=deletion.repo, strategy=deletion.strategy,
+                   target=deletion.target, status=VerdictStatus.BROKEN, stage="sandbox", reason=reason)
+
+
+def verify_in(contexts: dict, run_dir: Path, records: dict[str, RepoRecord], deletion: Deletion, backend,
+              opts: VerifyOptions) -> Verdict:
+    """`verify_one`, with the deletion's repo context loaded from `run_dir` once into `contexts`
+    (an executor's worker calls this; it writes nothing)."""
+    if deletion.repo not in contexts:
+        try:
+            contexts[deletion.repo] = RepoContext.load(run_dir, records[deletion.repo])
+        except (Broke, KeyError, OSError) as exc:
+            contexts[deletion.repo] = f"repo context unavailable: {exc}"
+    ctx = contexts[deletion.repo]
+    return unavailable(deletion, ctx) if isinstance(ctx, str) else verify_one(ctx, deletion, backend, opts)
+
+
 def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *, jobs: int = 1,
-               on_step=lambda item, step: None) -> list[Verdict]:
-    """Verify every deletion that has no verdict yet; return all verdicts of the run."""
+               on_step=lambda item, step: None, executor=None) -> list[Verdict]:
+    """Verify every deletion that has no verdict yet, on `executor` (featdel.executor; default:
+    `jobs` threads here); return all verdicts of the run. Only this driver writes verdicts, each
+    deletion's at most once."""
+    from featdel.executor import LocalExecutor
+
     rd = RunDir(run_dir)
     deletions = rd.deletions()
     done = {v.deletion_id for v in rd.verdicts()}
@@ -368,25 +390,11 @@ def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *,
         if d.deletion_id in done:
             on_step(d.deletion_id, "resumed")
     records = {r.name: r for r in rd.latest_repos().values()}
-    contexts: dict[str, RepoContext | str] = {}
-
-    def work(deletion: Deletion) -> Verdict:
-        on_step(deletion.deletion_id, "verifying")
-        if deletion.repo not in contexts:
-            try:
-                contexts[deletion.repo] = RepoContext.load(run_dir, records[deletion.repo])
-            except (Broke, KeyError, OSError) as exc:
-                contexts[deletion.repo] = f"repo context unavailable: {exc}"
-        ctx = contexts[deletion.repo]
-        if isinstance(ctx, str):
-            verdict = Verdict(deletion_id=deletion.deletion_id, repo=deletion.repo, strategy=deletion.strategy,
-                              target=deletion.target, status=VerdictStatus.BROKEN, stage="sandbox", reason=ctx)
-        else:
-            verdict = verify_one(ctx, deletion, backend, opts)
+    executor = executor or LocalExecutor(jobs)
+    for verdict in executor.verify(todo, run_dir, records, backend=backend, opts=opts, on_step=on_step):
+        if verdict.deletion_id in done:
+            continue
         rd.add_verdict(verdict)
-        on_step(deletion.deletion_id, "done")
-        return verdict
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(work, todo))
+        done.add(verdict.deletion_id)
+        on_step(verdict.deletion_id, "done")
     return rd.verdicts()
