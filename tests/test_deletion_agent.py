@@ -7,7 +7,8 @@ one module, the re-export in the package) yields a VERIFIED task that packages, 
 problem statement as the task's statement; one whose edit breaks the import is rolled back and
 recorded (stage `build`, with the check's reason) and leaves no deletion; malformed JSON, unknown
 tools, schema errors, paths outside the copy and edits of test files each get an error reply and
-the loop goes on; the original tree is never written; the model is sent the repository tree,
+the loop goes on; the model's statement is leak-audited like a generated one; a failing server is
+an `LLMError` (a broken candidate), not a refusal; the original tree is never written; the model is sent the repository tree,
 the selected area and the tests that cover it; an unconfigured agent fits nothing.
 """
 
@@ -124,6 +125,14 @@ def test_an_agent_that_changes_nothing_is_refused_after_its_turns(repo):
                                                "content": "Use the tools; call `done` when the feature is removed."}
 
 
+def test_a_server_that_fails_is_an_llm_error_not_a_refusal(repo):
+    from featdel.llm import LLMError
+
+    with scripted_server([]) as srv, pytest.raises(LLMError, match="HTTP 500"):  # the script is empty: 500s
+        delete(repo, cand(), "agent", check=import_check(repo), options=options(srv.url))
+    assert len(srv.requests) == 4, "the client retried three times"
+
+
 def test_an_unconfigured_agent_fits_nothing(repo):
     assert not STRATEGIES["agent"].fits(cand())
     with pytest.raises(NotApplicable, match="--agent-url URL --agent-model NAME"):
@@ -178,6 +187,15 @@ def test_a_feature_deleted_across_two_files_verifies_and_packages(mined, tmp_pat
     assert tasks == 1
     [row] = read_tasks(run_dir).to_pylist()
     assert row["problem_statement"] == v.problem_statement and row["FAIL_TO_PASS"] == v.FAIL_TO_PASS
+
+
+def test_a_statement_that_quotes_the_deleted_code_is_rejected_by_the_leak_audit(mined, tmp_path, local_backend):
+    script = [calls(("write_file", {"path": "agentlib/words.py", "content": WORDS_WITHOUT_SHOUT}),
+                    ("write_file", {"path": "agentlib/__init__.py", "content": '__version__ = "1"\n'}),
+                    ("done", {"statement": "Bring back shout:\n\n    text = s.upper()\n    return _exclaim(text)\n"}))]
+    _, rd, _ = run_agent(mined, tmp_path, script, local_backend)
+    [v] = rd.verdicts()
+    assert (v.status, v.stage) == (VerdictStatus.REJECTED, "leak") and "problem_statement" in v.reason
 
 
 def test_an_edit_that_breaks_the_import_is_rolled_back_and_recorded(mined, tmp_path, local_backend):
