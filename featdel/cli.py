@@ -26,8 +26,18 @@ Jobs = Annotated[int, typer.Option("--workers", "-j", min=1, help="Repositories 
 Sandbox = Annotated[str, typer.Option("--sandbox", help="Sandbox backend: local (bubblewrap) or docker.")]
 Unsafe = Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run untrusted code without isolation.")]
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="Where mining and verification run: local "
+                                          "(threads, -j) or ray (a Ray cluster; pip install 'featdel\\[ray]').")]
+Address = Annotated[str | None, typer.Option("--address", help="Ray cluster to join with --executor ray, e.g. "
+                                             "auto or HEAD:6379 (default: $RAY_ADDRESS, else a local one of -j CPUs).")]
 ThresholdOpt = Annotated[list[str] | None, typer.Option(
     "--threshold", help="Override a mining threshold, e.g. min_passing=5 (repeatable; see `featdel mine --help`).")]
+
+
+def executor_from(name: str, address: str | None, workers: int):
+    from featdel.executor import get_executor
+
+    return get_executor(name, address=address, jobs=workers)
 
 
 def thresholds_from(items: list[str] | None):
@@ -103,6 +113,8 @@ def mine(
     sandbox: Sandbox = "local",
     unsafe_no_sandbox: Unsafe = False,
     threshold: ThresholdOpt = None,
+    executor: ExecutorOpt = "local",
+    address: Address = None,
     verbose: Verbose = False,
 ) -> None:
     """Pin repositories, build their environments, run the baseline and map coverage.
@@ -119,12 +131,15 @@ def mine(
       featdel mine --corpus corpora/default.toml --out runs/a -j 2
 
       featdel mine ./my-repo https://github.com/pallets/itsdangerous.git@2.2.0 --out runs/b
+
+      featdel mine --corpus corpora/pypi.toml --out runs/c --executor ray --address auto
     """
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
-        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers)
+        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers,
+                    executor_from(executor, address, workers))
 
 
 Strategies = Annotated[list[str] | None, typer.Option("--strategy", "-s", help="Deletion strategy (repeatable); default: all.")]
@@ -223,6 +238,8 @@ def verify(
     workers: Jobs = 1,
     sandbox: Sandbox = "local",
     unsafe_no_sandbox: Unsafe = False,
+    executor: ExecutorOpt = "local",
+    address: Address = None,
     verbose: Verbose = False,
 ) -> None:
     """Verify every deletion (writes OUT/verdicts.jsonl); resumable.
@@ -232,6 +249,8 @@ def verify(
       featdel verify runs/a
 
       featdel verify runs/a --full-suite --reruns 5 -j 2
+
+      featdel verify runs/a --executor ray --address auto --sandbox docker
     """
     from featdel.progress import StepProgress, verdict_summary
     from featdel.rundir import RunDir
@@ -244,15 +263,16 @@ def verify(
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
         ids = [d.deletion_id for d in rd.deletions()]
         opts = VerifyOptions(reruns=reruns, full_suite=full_suite, seed=seed)
+        where = executor_from(executor, address, workers)
         with StepProgress("verifying", ids) as progress:
-            verdicts = verify_all(out, backend, opts, jobs=workers, on_step=progress.step)
+            verdicts = verify_all(out, backend, opts, on_step=progress.step, executor=where)
         deleted = json.loads(rd.options_json.read_text()).get("deleted", {}) if rd.options_json.exists() else {}
         if "combine" in deleted.get("strategies", []):  # joins verified deletions: a second verify pass
             from featdel.delete import combine_all
 
             added = combine_all(out, seed=seed)
             with StepProgress("verifying combined", [d.deletion_id for d in added]) as progress:
-                verdicts = verify_all(out, backend, opts, jobs=workers, on_step=progress.step)
+                verdicts = verify_all(out, backend, opts, on_step=progress.step, executor=where)
         verdict_summary(verdicts)
 
 
@@ -312,6 +332,8 @@ def run(
                                                 "model (with --target-pass-rate).")] = None,
     history: Annotated[list[Path] | None, typer.Option("--history", help="Run directory whose tasks and "
                        "curriculum.duckdb hold the learner's attempts (repeatable; default: --out).")] = None,
+    executor: ExecutorOpt = "local",
+    address: Address = None,
     verbose: Verbose = False,
 ) -> None:
     """Mine, delete, verify and package in one go; resumable on the same --out.
@@ -328,6 +350,8 @@ def run(
       featdel run pypi:inflection==0.5.1 --out runs/b --target-pass-rate 0.3 --learner policy-v3 --history runs/a
 
       featdel run pypi:inflection==0.5.1 --out runs/c --strategy agent --agent-url http://127.0.0.1:8000/v1 --agent-model NAME
+
+      featdel run --corpus corpora/pypi.toml --out runs/d --executor ray --address auto --sandbox docker
     """
     from featdel.package import package as write
     from featdel.progress import StepProgress, verdict_summary
@@ -338,7 +362,8 @@ def run(
     with cli_errors(verbose):
         options = _agent_options(agent_url, agent_model, agent_turns, strategy)
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
-        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers)
+        where = executor_from(executor, address, workers)
+        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers, where)
         per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
         if target_pass_rate is None:
             _delete(out, strategy, per_repo, seed, strip_docstrings, backend, options)
@@ -350,14 +375,14 @@ def run(
         rd = RunDir(out)
         ids = [d.deletion_id for d in rd.deletions()]
         with StepProgress("verifying", ids) as progress:
-            verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), jobs=workers,
+            verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), executor=where,
                                   on_step=progress.step)
         if strategy is None or "combine" in strategy:  # joins verified deletions: a second verify pass
             from featdel.delete import combine_all
 
             added = combine_all(out, seed=seed)
             with StepProgress("verifying combined", [d.deletion_id for d in added]) as progress:
-                verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), jobs=workers,
+                verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), executor=where,
                                       on_step=progress.step)
         knobs = None
         if target_pass_rate is not None:
@@ -454,14 +479,15 @@ def evaluate(
         typer.echo(f"{len(results)} results in {out}")
 
 
-def _mine_stage(entries, out: Path, backend, limits, workers: int) -> None:
+def _mine_stage(entries, out: Path, backend, limits, workers: int, executor=None) -> None:
     """Mine with a progress bar, print the table, exit 1 when nothing usable was mined."""
     from featdel.mine import mine as run_mine
     from featdel.progress import StepProgress, repo_table
     from featdel.records import RepoStatus
 
     with StepProgress("mining", [e.source for e in entries]) as progress:
-        records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step)
+        records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step,
+                           executor=executor)
     repo_table(records)
     if not any(r.status == RepoStatus.MINED for r in records):
         typer.secho("nothing usable was mined", fg="red", err=True)

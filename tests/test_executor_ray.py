@@ -144,3 +144,17 @@ def test_no_ray_is_a_one_line_error(monkeypatch):
     with pytest.raises(FeatdelError, match="--executor ray"):
         get_executor("local", address="ray://head:10001")
     assert isinstance(get_executor("local", jobs=2), LocalExecutor)
+
+
+def test_cli_verify_joins_a_cluster_by_address(cluster, deleted, local_verdicts, tmp_path):
+    import subprocess
+    import sys
+
+    rejected = next(i for i, v in local_verdicts.items() if v[0] == VerdictStatus.REJECTED)
+    run_dir = copy_run(deleted, tmp_path / "run", keep=[rejected])
+    address = ray.get_runtime_context().gcs_address
+    featdel = Path(sys.executable).with_name("featdel")
+    out = subprocess.run([str(featdel), "verify", str(run_dir), "--reruns", "1", "--executor", "ray", "--address",
+                          address], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert summary(RunDir(run_dir).verdicts()) == {rejected: local_verdicts[rejected]}
