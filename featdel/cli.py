@@ -181,11 +181,19 @@ def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, 
     from featdel.progress import StepProgress
     from featdel.rundir import RunDir
 
+    def check_for(record):
+        ctx = RepoContext.load(out, record)
+        if not options:
+            return make_check(ctx, backend)
+        from featdel.deletion.tested import with_tests
+
+        return with_tests(  # the agent's `check` tool also runs the covering tests
+            make_check(ctx, backend), ctx, backend)
+
     with StepProgress("deleting", [r.name for r in RunDir(out).mined()]) as progress:
         deletions = delete_all(
             out, strategies=names, max_candidates=max_candidates, seed=seed, keep_docstrings=not strip,
-            check_for=lambda record: make_check(RepoContext.load(out, record), backend), on_step=progress.step,
-            strategy_options=options,
+            check_for=check_for, on_step=progress.step, strategy_options=options,
         )
     return len(deletions)
 

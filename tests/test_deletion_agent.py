@@ -148,13 +148,18 @@ def mined(tmp_path_factory, featdel_cache, local_backend):
 
 def run_agent(mined, tmp_path, script: list, backend):
     from featdel.delete import delete_all
+    from featdel.deletion.tested import with_tests
     from featdel.rundir import RunDir
     from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
+
+    def check_for(record):  # as the CLI builds it: the build check, and covering tests on request
+        ctx = RepoContext.load(run_dir, record)
+        return with_tests(make_check(ctx, backend), ctx, backend)
 
     run_dir = shutil.copytree(mined[0], tmp_path / "run")
     with scripted_server(script) as srv:
         delete_all(run_dir, strategies=["agent"], max_candidates=1, seed=0, keep_docstrings=True,
-                   strategy_options=options(srv.url), check_for=lambda r: make_check(RepoContext.load(run_dir, r), backend))
+                   strategy_options=options(srv.url), check_for=check_for)
     verify_all(run_dir, backend, VerifyOptions(reruns=1))
     return run_dir, RunDir(run_dir), srv
 
@@ -182,7 +187,9 @@ def test_a_feature_deleted_across_two_files_verifies_and_packages(mined, tmp_pat
     first = srv.requests[0]["messages"][1]["content"]
     assert f"`{v.target}`" in first or f"the module `{v.target.split('::')[0]}`" in first
     assert all(f"- {t}" in first for t in v.FAIL_TO_PASS), "the covering tests are in the instruction"
-    assert "ok:" in tool_texts(srv.requests[2])[-1]
+    checked = tool_texts(srv.requests[2])[-1]
+    assert checked.startswith("ok:") and "2 of the 2 covering tests run now fail" in checked
+    assert all(f"failed: {t}" in checked for t in v.FAIL_TO_PASS), checked
     tasks, _ = package(run_dir)
     assert tasks == 1
     [row] = read_tasks(run_dir).to_pylist()

@@ -9,7 +9,9 @@ tree fails the check, `NotApplicable` when it changed nothing.
 The model works on a copy of the tree with the learner's file tools (featdel.agent.workspace:
 paths confined to the copy) plus `delete_file`, `check` (the caller's build check on the edits so
 far: parses, imports, collects, and what the edit deletes so far) and `done` (optionally with a
-problem statement, carried on the `Deletion` and leak-audited like any statement). Only `.py`
+problem statement, carried on the `Deletion` and leak-audited like any statement). When the
+check can run tests (featdel.deletion.tested, as `featdel delete`/`run` give it), `check` also
+reports which covering tests now fail. Only `.py`
 files outside the tests may change. Model output is untrusted text: malformed arguments, unknown
 tools and refused paths become an error message back to the model, never an exception. What was
 deleted is read back from the edits (featdel.deletion.observed).
@@ -44,6 +46,7 @@ from featdel.spans import is_test_path
 
 MAX_TREE_LINES = 300  # files listed in the first message
 MAX_TESTS_SHOWN = 40
+MAX_TESTS_RUN = 20  # covering tests the `check` tool runs, when the check can run tests
 _IGNORE = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "*.pyc", ".tox", ".nox")
 
 
@@ -72,7 +75,8 @@ class DeleteFile(_Args):
 
 
 class CheckTree(_Args):
-    """Run the build check on the work tree as it is now: parses, imports, collects the tests."""
+    """Run the build check on the work tree as it is now (parses, imports, collects the tests)
+    and, where the run can, the covering tests: which of them now fail."""
 
 
 class Done(_Args):
@@ -119,10 +123,10 @@ def first_message(root: Path, candidate: Candidate, max_turns: int) -> str:
 class Session:
     """One model's edits on a copy of the tree: `call(name, raw_arguments)` -> the text it sees."""
 
-    def __init__(self, original: Path, work: Path, check: Check):
+    def __init__(self, original: Path, work: Path, check: Check, tests: list[str] = ()):
         from featdel.agent.workspace import Workspace
 
-        self.original, self.work, self.check = original, work, check
+        self.original, self.work, self.check, self.tests = original, work, check, list(tests)[:MAX_TESTS_RUN]
         self.workspace = Workspace(work, None, None)
         self.touched: list[str] = []
         self.done, self.statement = False, ""
@@ -183,7 +187,19 @@ class Session:
             return "nothing is changed yet"
         ok, reason = passes(self.check, edits)
         found = observe(Tree.open(self.original), edits).summary()
-        return (f"ok: the tree parses, imports and collects. {found}" if ok else f"check failed: {reason}. {found}")
+        if not ok:
+            return f"check failed: {reason}. {found}"
+        return f"ok: the tree parses, imports and collects. {found}" + self._covering(edits)
+
+    def _covering(self, edits: Edits) -> str:
+        """Which covering tests the edit makes fail, when the check can run tests (deletion.tested)."""
+        run = getattr(self.check, "run_tests", None)
+        if run is None or not self.tests:
+            return ""
+        outcomes = run(edits, self.tests)
+        failing = [t for t, o in outcomes.items() if o != "passed"]
+        lines = [f"{len(failing)} of the {len(outcomes)} covering tests run now fail:"]
+        return "\n" + "\n".join(lines + [f"{o}: {t}" for t, o in outcomes.items()])
 
     def _done(self, name: str, args: dict) -> str:
         self.done, self.statement = True, (args["statement"] or "").strip()
@@ -205,7 +221,7 @@ def run_session(client, original: Path, work: Path, candidate: Candidate, check:
     """The tool loop: up to `max_turns` replies, each answered tool call by tool call."""
     from featdel.llm import tool_schemas
 
-    session, schemas = Session(original, work, check), tool_schemas(TOOLS)
+    session, schemas = Session(original, work, check, candidate.tests), tool_schemas(TOOLS)
     messages = [{"role": "system", "content": SYSTEM},
                 {"role": "user", "content": first_message(work, candidate, max_turns)}]
     for _ in range(max_turns):
