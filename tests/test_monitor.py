@@ -200,3 +200,15 @@ def test_a_dead_judge_is_a_recorded_error_and_the_rules_still_flag(tmp_path):
         report = monitor([path], judge=Judge(ChatClient(srv.url, "m", max_retries=0)))
     assert [f.rule for f in report.flags] == ["read_cache"]
     assert len(report.judge_errors) == 1 and "HTTP 500" in report.judge_errors[0]
+
+
+def test_trajectories_of_one_task_and_rollout_from_two_learners_are_counted_apart(tmp_path):
+    from featdel.curriculum.store import flags
+    from featdel.monitor.report import monitor
+
+    path = tmp_path / "t.jsonl"
+    save_trajectories(path, [make_traj(PLANTED[0][1]), make_traj(PLANTED[2][1]), make_traj(CLEAN[0])])
+    report = monitor([path], db=tmp_path / "c.duckdb")
+    assert report.by_task() == {"lib__shout": {"trajectories": 3, "flagged": 2,
+                                               "rules": {"git_internals": 1, "read_cache": 1}}}
+    assert len({f.trajectory for f in flags(tmp_path / "c.duckdb")}) == 2

@@ -27,7 +27,7 @@ from featdel.monitor.rules import Flag, flag
 class MonitorReport:
     trajectories: dict[str, int]  # instance id -> trajectories read
     flags: list[Flag]
-    keys: dict[tuple[str, int], str] = field(default_factory=dict)  # (instance, rollout) -> trajectory key
+    keys: list[str] = field(default_factory=list)  # the flagged trajectory's key, one per flag
     judge_errors: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     stored: int = 0  # flags new to the database
@@ -36,22 +36,23 @@ class MonitorReport:
         """Per rule: flags, trajectories and tasks it flagged."""
         out: dict[str, dict[str, int]] = {}
         for rule in sorted({f.rule for f in self.flags}):
-            hits = [f for f in self.flags if f.rule == rule]
-            out[rule] = {"flags": len(hits), "trajectories": len({(f.instance_id, f.rollout) for f in hits}),
-                         "tasks": len({f.instance_id for f in hits})}
+            hits = [(k, f) for k, f in zip(self.keys, self.flags, strict=True) if f.rule == rule]
+            out[rule] = {"flags": len(hits), "trajectories": len({k for k, _ in hits}),
+                         "tasks": len({f.instance_id for _, f in hits})}
         return out
 
     def by_task(self) -> dict[str, dict]:
         """Per task: trajectories read, trajectories flagged, and flags per rule."""
         out = {}
         for iid, total in sorted(self.trajectories.items()):
-            hits = [f for f in self.flags if f.instance_id == iid]
-            out[iid] = {"trajectories": total, "flagged": len({f.rollout for f in hits}),
-                        "rules": dict(sorted(Counter(f.rule for f in hits).items()))}
+            hits = [(k, f) for k, f in zip(self.keys, self.flags, strict=True) if f.instance_id == iid]
+            out[iid] = {"trajectories": total, "flagged": len({k for k, _ in hits}),
+                        "rules": dict(sorted(Counter(f.rule for _, f in hits).items()))}
         return out
 
     def to_json(self) -> dict:
-        return {"trajectories": sum(self.trajectories.values()), "flags": [asdict(f) for f in self.flags],
+        return {"trajectories": sum(self.trajectories.values()),
+                "flags": [asdict(f) | {"trajectory": k} for k, f in zip(self.keys, self.flags, strict=True)],
                 "by_rule": self.by_rule(), "by_task": self.by_task(), "judge_errors": self.judge_errors,
                 "unreadable": self.unreadable, "stored": self.stored}
 
@@ -82,7 +83,7 @@ def monitor(paths: list[Path], *, judge=None, db: Path | None = None, learner: s
     """Rules (then the judge, when given) over every trajectory in `paths`; flags stored in `db`."""
     counts: Counter[str] = Counter()
     flags: list[Flag] = []
-    keys: dict[tuple[str, int], str] = {}
+    keys: list[str] = []
     errors: list[str] = []
     unreadable: list[str] = []
     for path in paths:
@@ -92,21 +93,22 @@ def monitor(paths: list[Path], *, judge=None, db: Path | None = None, learner: s
             item = f"{traj.instance_id}#{traj.rollout}"
             on_step(item, "rules")
             counts[traj.instance_id] += 1
-            keys[(traj.instance_id, traj.rollout)] = trajectory_key(traj)
-            flags += flag(traj)
+            found = flag(traj)
             if judge is not None:
                 on_step(item, "judge")
-                found, error = judge.judge(traj)
-                flags += found
+                judged, error = judge.judge(traj)
+                found += judged
                 errors += [error] if error else []
+            flags += found
+            keys += [trajectory_key(traj)] * len(found)
             on_step(item, "done")
     stored = 0
     if db is not None:
         from featdel.curriculum.store import StoredFlag, add_flags
 
-        stored = add_flags(db, [StoredFlag(trajectory=keys[(f.instance_id, f.rollout)], instance_id=f.instance_id,
-                                           rollout=f.rollout, rule=f.rule, turn=f.turn, evidence=f.evidence,
-                                           learner=learner) for f in flags])
+        stored = add_flags(db, [StoredFlag(trajectory=k, instance_id=f.instance_id, rollout=f.rollout, rule=f.rule,
+                                           turn=f.turn, evidence=f.evidence, learner=learner)
+                                for k, f in zip(keys, flags, strict=True)])
     return MonitorReport(trajectories=dict(counts), flags=flags, keys=keys, judge_errors=errors,
                          unreadable=unreadable, stored=stored)
 
@@ -117,7 +119,7 @@ def print_report(report: MonitorReport) -> None:
 
     out = Console(width=None if sys.stdout.isatty() else 160)
     total = sum(report.trajectories.values())
-    flagged = len({(f.instance_id, f.rollout) for f in report.flags})
+    flagged = len(set(report.keys))
     rules = Table(title=f"flags per rule ({flagged} of {total} trajectories flagged)")
     for col in ("rule", "flags", "trajectories", "tasks", "example"):
         rules.add_column(col, overflow="fold")
