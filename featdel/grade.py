@@ -86,18 +86,22 @@ def protected(path: str, test_files: set[str]) -> bool:
 
 
 def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Path | None = None,
-          allow_suspect: bool = False) -> GradeResult:
-    """Grade `patch` against `task` in `backend`'s sandbox (see the module docstring)."""
+          allow_suspect: bool = False, runner=None) -> GradeResult:
+    """Grade `patch` against `task` in `backend`'s sandbox (see the module docstring): a fresh one
+    per test run, or `runner`'s warm one (`featdel.testrun.warm_runner` for `task.env`)."""
+    if runner is not None and (runner.env.src, runner.image) != (task.env.src, task.image):
+        raise ValueError(f"the runner is for {runner.env.src} ({runner.image}), the task for {task.env.src}")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="featdel-grade-") as tmp:
-        result, output = _grade(task, patch, backend, Path(tmp), allow_suspect)
+        result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner)
     result = dataclasses.replace(result, model_name_or_path=model, seconds=round(time.monotonic() - started, 3))
     if out_dir is not None:
         _explain(out_dir, patch, result, output)
     return result
 
 
-def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool) -> tuple[GradeResult, dict]:
+def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
+           runner) -> tuple[GradeResult, dict]:
     base = dict(instance_id=task.instance_id)
     if len(patch.encode()) > MAX_PATCH_BYTES:
         return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
@@ -130,7 +134,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool)
                            reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
     guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files)}
     try:
-        run = _run(task, graded, backend)
+        run = _run(task, graded, backend, runner)
     except SandboxError as exc:
         return GradeResult(**base, status=GradeStatus.BROKEN, reward=0.0, findings=findings,
                            reason=f"sandbox: {exc}"), {}
@@ -151,7 +155,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool)
         if task.test_patch:
             trees.apply_patch(clean, task.test_patch)
         try:
-            unpatched = _run(task, clean, backend)
+            unpatched = _run(task, clean, backend, runner)
         except SandboxError as exc:
             unpatched = None
             why = f"sandbox: {exc}"
@@ -161,11 +165,13 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool)
     return GradeResult(**base, status=GradeStatus.UNRESOLVED, reward=0.0, reason=why), output
 
 
-def _run(task: GradeTask, tree: Path, backend):
+def _run(task: GradeTask, tree: Path, backend, runner):
     from featdel.testrun import RunOptions, run_suite
 
     wanted = task.fail_to_pass + task.pass_to_pass
     tests = wanted if len(wanted) <= MAX_IDS_ON_COMMAND_LINE else None
+    if runner is not None:  # it hands the tree back holding what the run left, as a fresh sandbox would
+        return runner.run_suite(RunOptions(tests=tests, timeout_s=task.timeout_s), tree=tree)
     return run_suite(task.env, backend, RunOptions(tests=tests, timeout_s=task.timeout_s), tree=tree,
                      image=task.image)
 

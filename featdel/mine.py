@@ -168,32 +168,38 @@ def _repo_image(env) -> str:
 
 def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Thresholds, timeout: float) -> RepoRecord:
     from featdel import coverage_map
-    from featdel.testrun import RunOptions, run_suite
+    from featdel.testrun import RunOptions, warm_runner
 
     out = rd.repo_dir(record.name)
     out.mkdir(parents=True, exist_ok=True)
     data_file = out / "coverage.sqlite"
     runs = []
-    for i in range(thresholds.baseline_runs):
-        # The first run measures coverage (per-test contexts); all runs vote on outcomes. A
-        # module that cannot be collected does not stop the rest of the suite: the first run
-        # records it, and the env's test command leaves it out from then on (`--ignore`), so
-        # verification, grading and exports run the same suite.
-        options = RunOptions(timeout_s=timeout * (2 if i == 0 else 1), coverage_to=data_file if i == 0 else None,
-                             extra_args=["--continue-on-collection-errors"])
-        run = run_suite(env, backend, options, image=record.image_name)
-        if run.timed_out:
-            return replace(record, status=RepoStatus.REJECTED, reason=f"suite over its time limit ({timeout:.0f}s)")
-        if run.broken:
-            return replace(record, status=RepoStatus.BROKEN, reason=run.broken)
-        if i == 0:
-            left_out = [f"{e}: {first_error(run.collect_messages.get(e, ''))}" for e in run.collect_errors]
-            record = replace(record, left_out=left_out)
-            if not run.collected:
-                return replace(record, status=RepoStatus.REJECTED, reason=_nothing_collected(env.src, left_out))
-            env = _leave_out(env, record, run.collect_errors)
-            record = replace(record, recipe=env.recipe)
-        runs.append(run)
+    # One sandbox for the repository's runs, reset between them (featdel.testrun.warm_runner).
+    with warm_runner(env, backend, image=record.image_name) as runner:
+        for i in range(thresholds.baseline_runs):
+            # The first run measures coverage (per-test contexts); all runs vote on outcomes. A
+            # module that cannot be collected does not stop the rest of the suite: the first run
+            # records it, and the env's test command leaves it out from then on (`--ignore`), so
+            # verification, grading and exports run the same suite.
+            options = RunOptions(timeout_s=timeout * (2 if i == 0 else 1),
+                                 coverage_to=data_file if i == 0 else None,
+                                 extra_args=["--continue-on-collection-errors"])
+            run = runner.run_suite(options)
+            if run.timed_out:
+                why = f"suite over its time limit ({timeout:.0f}s)"
+                return replace(record, status=RepoStatus.REJECTED, reason=why)
+            if run.broken:
+                return replace(record, status=RepoStatus.BROKEN, reason=run.broken)
+            if i == 0:
+                left_out = [f"{e}: {first_error(run.collect_messages.get(e, ''))}" for e in run.collect_errors]
+                record = replace(record, left_out=left_out)
+                if not run.collected:
+                    why = _nothing_collected(env.src, left_out)
+                    return replace(record, status=RepoStatus.REJECTED, reason=why)
+                env = _leave_out(env, record, run.collect_errors)
+                runner.retarget(env)
+                record = replace(record, recipe=env.recipe)
+            runs.append(run)
     tests = sorted(set().union(*(r.outcomes for r in runs)))
     per_test = {t: [r.outcomes.get(t, "missing") for r in runs] for t in tests}
     flaky = {t for t, o in per_test.items() if len(set(o)) > 1}

@@ -11,15 +11,27 @@ plugin passed as an object, so no file in the tree can stand in for it; the repo
 random name in a sealed directory (the sandbox may create files there but not list them), and
 the name leaves the environment before test code runs. See docs/grading.md for what code
 running inside the test process can still do.
+
+Fresh or warm: `run_suite` opens a sandbox for its one run. A `SuiteRunner` used as a context
+manager (`warm_runner`) opens one sandbox per work directory and keeps it for all its runs,
+reset after each: no process of a run outlives it and /tmp (HOME) is emptied. A run on a given
+tree moves the tree's entries into the runner's fixed staging directory (one rename each, no
+copy) and moves them back once every process of the run is gone, so the caller's tree holds
+exactly what the run left there, as with a fresh sandbox (the grader hashes it afterwards). A
+run with no tree runs on the env's own checkout, as `run_suite` does. The report and coverage
+directories are emptied before every run and the report name is new every run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import shutil
 import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -82,55 +94,157 @@ def suite_readonly(env: Env) -> tuple[Path, ...]:
 
 def run_suite(env: Env, backend, options: RunOptions = RunOptions(), *, tree: Path | None = None,
               image: str | None = None) -> SuiteRun:
-    """Run the suite (or `options.tests`) on `tree` (default: the env's checkout); `image` is
-    the per-repo image when the backend is docker."""
-    from featdel.sandboxes.base import Limits, SandboxSpec
+    """Run the suite (or `options.tests`) on `tree` (default: the env's checkout) in a fresh
+    sandbox; `image` is the per-repo image when the backend is docker."""
+    return SuiteRunner(env, backend, image=image, warm=False).run_suite(options, tree=tree)
 
-    tree = tree or env.src
-    out_dir = Path(tempfile.mkdtemp(prefix="featdel-report-"))
-    out_dir.chmod(0o777)  # coverage data: the sandbox writes here as a non-root user
-    sealed = Path(tempfile.mkdtemp(prefix="featdel-sealed-"))
-    report = sealed / f"report-{secrets.token_hex(16)}.json"
-    argv = _argv(env, options, out_dir)
-    variables = {**env.environ(), "HOME": "/tmp", "FEATDEL_REPORT": str(report)}
-    spec = SandboxSpec(
-        workdir=tree,
-        mount_at=env.src,
-        readonly=suite_readonly(env),
-        writable=(out_dir,),
-        sealed=(sealed,),
-        image=image,
-        limits=Limits(timeout_s=options.timeout_s),
-    )
-    try:
-        with backend.open(spec) as sandbox:
-            result = sandbox.run(argv, cwd=env.src, env=variables)
-        data, broken = _read_report(sealed, report.name)
-    finally:
-        shutil.rmtree(sealed, ignore_errors=True)
-    if data is None and broken is None:
-        broken = (f"the suite did not finish within {options.timeout_s:.0f}s" if result.timed_out else
-                  f"pytest wrote no report (exit {result.exit_code}): {_why(result.stdout + result.stderr)}")
-    data = data or {"tests": {}, "collected": [], "collect_errors": []}
-    data_file = out_dir / "coverage.sqlite"
-    if options.coverage_to is not None and data_file.is_file() and not data_file.is_symlink():
-        options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(data_file, options.coverage_to)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    return SuiteRun(
-        outcomes={k: v["outcome"] for k, v in data["tests"].items()},
-        durations={k: v["duration"] for k, v in data["tests"].items()},
-        collected=data["collected"],
-        collect_errors=[e["nodeid"] or "<session>" for e in data["collect_errors"]],
-        collect_messages={e["nodeid"] or "<session>": str(e.get("message", "")) for e in data["collect_errors"]
-                          if isinstance(e, dict)},
-        exit_code=result.exit_code,
-        report_exitstatus=data.get("exitstatus"),
-        seconds=result.duration_s,
-        timed_out=result.timed_out,
-        broken=broken,
-        output_tail=(result.stdout + result.stderr)[-4000:],
-    )
+
+def warm_runner(env: Env, backend, image: str | None = None) -> SuiteRunner:
+    """`with warm_runner(env, backend, image) as runner: runner.run_suite(options, tree=...)`:
+    one sandbox for every run, reset between them (see the module docstring)."""
+    return SuiteRunner(env, backend, image=image, warm=True)
+
+
+class SuiteRunner:
+    """Runs commands of one env in sandboxes of one backend: a fresh sandbox per run
+    (`warm=False`, usable without `with`) or one warm sandbox per work directory (`warm=True`,
+    used as a context manager)."""
+
+    def __init__(self, env: Env, backend, *, image: str | None = None, warm: bool = True) -> None:
+        self.env, self.backend, self.image, self.warm = env, backend, image, warm
+        self._root: Path | None = None
+        self._boxes: dict[Path, object] = {}  # work dir -> its warm sandbox
+
+    def __enter__(self) -> SuiteRunner:
+        if self.warm:
+            self._root = Path(tempfile.mkdtemp(prefix="featdel-warm-"))
+            for name in ("stage", "out", "sealed"):
+                (self._root / name).mkdir()
+            (self._root / "out").chmod(0o777)  # coverage data: the sandbox writes here as a non-root user
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        try:
+            for box in self._boxes.values():
+                box.close()
+        finally:
+            self._boxes.clear()
+            if self._root is not None:
+                shutil.rmtree(self._root, ignore_errors=True)
+                self._root = None
+
+    def retarget(self, env: Env) -> None:
+        """Run with `env` from now on: the same environment with another recipe (mining adds
+        `--ignore`s to its test command after the first run)."""
+        if (env.root, env.src) != (self.env.root, self.env.src):
+            raise ValueError(f"a runner for {self.env.root} cannot run {env.root}; open another")
+        self.env = env
+
+    def run_suite(self, options: RunOptions = RunOptions(), *, tree: Path | None = None) -> SuiteRun:
+        """Run the suite (or `options.tests`) on `tree` (default: the env's checkout)."""
+        report = f"report-{secrets.token_hex(16)}.json"
+        with self._dirs() as (out_dir, sealed):
+            argv = _argv(self.env, options, out_dir)
+            variables = {**self.env.environ(), "HOME": "/tmp", "FEATDEL_REPORT": str(sealed / report)}
+            result = self._exec(argv, tree, variables, options.timeout_s, out_dir, sealed)
+            data, broken = _read_report(sealed, report)
+            data_file = out_dir / "coverage.sqlite"
+            if options.coverage_to is not None and data_file.is_file() and not data_file.is_symlink():
+                options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(data_file, options.coverage_to)
+        if data is None and broken is None:
+            broken = (f"the suite did not finish within {options.timeout_s:.0f}s" if result.timed_out else
+                      f"pytest wrote no report (exit {result.exit_code}): {_why(result.stdout + result.stderr)}")
+        data = data or {"tests": {}, "collected": [], "collect_errors": []}
+        return SuiteRun(
+            outcomes={k: v["outcome"] for k, v in data["tests"].items()},
+            durations={k: v["duration"] for k, v in data["tests"].items()},
+            collected=data["collected"],
+            collect_errors=[e["nodeid"] or "<session>" for e in data["collect_errors"]],
+            collect_messages={e["nodeid"] or "<session>": str(e.get("message", "")) for e in data["collect_errors"]
+                              if isinstance(e, dict)},
+            exit_code=result.exit_code,
+            report_exitstatus=data.get("exitstatus"),
+            seconds=result.duration_s,
+            timed_out=result.timed_out,
+            broken=broken,
+            output_tail=(result.stdout + result.stderr)[-4000:],
+        )
+
+    def run(self, argv: Sequence[str], *, tree: Path | None = None, env: Mapping[str, str] | None = None,
+            timeout_s: float = 120.0):
+        """Run any command (cwd: the checkout) on `tree` as a test run would; a `RunResult`."""
+        with self._dirs() as (out_dir, sealed):
+            return self._exec(argv, tree, dict(env or {}), timeout_s, out_dir, sealed)
+
+    @contextmanager
+    def _dirs(self) -> Iterator[tuple[Path, Path]]:
+        """(report dir, sealed dir) for one run: new ones, or the warm sandbox's emptied."""
+        if self._root is not None:
+            for name in ("out", "sealed"):
+                _empty(self._root / name)
+            yield self._root / "out", self._root / "sealed"
+            return
+        if self.warm:
+            raise ValueError("a warm runner runs inside `with warm_runner(...) as runner:`")
+        out_dir = Path(tempfile.mkdtemp(prefix="featdel-report-"))
+        out_dir.chmod(0o777)  # coverage data: the sandbox writes here as a non-root user
+        sealed = Path(tempfile.mkdtemp(prefix="featdel-sealed-"))
+        try:
+            yield out_dir, sealed
+        finally:
+            shutil.rmtree(sealed, ignore_errors=True)
+            shutil.rmtree(out_dir, ignore_errors=True)
+
+    def _spec(self, workdir: Path, out_dir: Path, sealed: Path, timeout_s: float):
+        from featdel.sandboxes.base import Limits, SandboxSpec
+
+        return SandboxSpec(workdir=workdir, mount_at=self.env.src, readonly=suite_readonly(self.env),
+                           writable=(out_dir,), sealed=(sealed,), image=self.image, limits=Limits(timeout_s=timeout_s))
+
+    def _exec(self, argv: Sequence[str], tree: Path | None, variables: dict[str, str], timeout_s: float,
+              out_dir: Path, sealed: Path):
+        from featdel.sandboxes.base import Limits
+        from featdel.sandboxes.hostpaths import hand_over
+
+        cwd, limits = self.env.src, Limits(timeout_s=timeout_s)
+        if self._root is None:
+            with self.backend.open(self._spec(tree or self.env.src, out_dir, sealed, timeout_s)) as sandbox:
+                return sandbox.run(argv, cwd=cwd, env=variables)
+        workdir = self.env.src if tree is None else self._root / "stage"
+        if workdir not in self._boxes:
+            self._boxes[workdir] = self.backend.open(self._spec(workdir, out_dir, sealed, 900.0))
+        sandbox = self._boxes[workdir]
+        if tree is not None:
+            _move_entries(tree, workdir)
+        try:
+            hand_over(workdir)
+            hand_over(out_dir)
+            return sandbox.run(argv, cwd=cwd, env=variables, limits=limits)
+        finally:
+            try:
+                sandbox.reset()  # before the tree goes back: no process of this run may still write to it
+            finally:
+                if tree is not None:
+                    _move_entries(workdir, tree)
+
+
+def _move_entries(source: Path, dest: Path) -> None:
+    """Move every entry of `source` into the empty `dest`: a rename each on one filesystem."""
+    for name in os.listdir(source):
+        shutil.move(source / name, dest / name)
+
+
+def _empty(directory: Path) -> None:
+    """Remove what a run left in `directory` (never following a link it planted)."""
+    for entry in os.scandir(directory):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
 
 
 def _read_report(sealed: Path, name: str) -> tuple[dict | None, str | None]:

@@ -46,7 +46,7 @@ from featdel.grade import GradeStatus, GradeTask, grade
 from featdel.records import Deletion, RepoRecord, Verdict, VerdictStatus
 from featdel.rundir import RunDir
 from featdel.spans import has_syntax_error
-from featdel.testrun import RunOptions, SuiteRun, run_suite
+from featdel.testrun import RunOptions, SuiteRun, SuiteRunner
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,6 +57,8 @@ class VerifyOptions:
     timeout_s: float | None = None  # per test run; default: 10x the baseline suite, at least 60 s
     seed: int = 0
     max_similarity: float = quality.MAX_SIMILARITY
+    # One sandbox per candidate, reset between its test runs; False opens one per run.
+    warm_sandbox: bool = True
 
     def run_timeout(self, ctx: RepoContext) -> float:
         return self.timeout_s or max(60.0, 10 * ctx.record.suite_seconds)
@@ -102,7 +104,7 @@ class RepoContext:
                    image=record.image_name)
 
 
-def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str],
+def build_check(ctx: RepoContext, tree: Path, runner: SuiteRunner, deleted_files: set[str],
                 deleted_names: set[str] = frozenset(), allowed_out: set[str] | None = None) -> str | None:
     """None when the tree imports and collects the baseline tests, else the reason. Test
     modules that fail collection only by importing one of `deleted_names` are allowed (and
@@ -115,13 +117,8 @@ def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str],
         "except BaseException as exc:\n    err = f'{type(exc).__name__}: {exc}'.splitlines()[0][:200]\n"
         "print('FEATDEL-IMPORT ' + json.dumps(err))"
     )
-    from featdel.sandboxes.base import Limits, SandboxSpec
-
-    spec = SandboxSpec(workdir=tree, mount_at=ctx.env.src, readonly=(ctx.env.venv, ctx.env.python_prefix),
-                       image=ctx.image, limits=Limits(timeout_s=120))
-    with backend.open(spec) as sandbox:
-        result = sandbox.run([str(ctx.env.venv / "bin" / "python"), "-c", code, *modules],
-                             cwd=ctx.env.src, env=ctx.env.environ())
+    result = runner.run([str(ctx.env.venv / "bin" / "python"), "-c", code, *modules], tree=tree,
+                        env=ctx.env.environ(), timeout_s=120)
     if result.timed_out:
         return "importing the package did not finish within 120s"
     marker = [ln for ln in result.stdout.splitlines() if ln.startswith("FEATDEL-IMPORT ")]
@@ -131,7 +128,7 @@ def build_check(ctx: RepoContext, tree: Path, backend, deleted_files: set[str],
     error = json.loads(marker[-1].removeprefix("FEATDEL-IMPORT "))
     if error:
         return f"the package no longer imports: {error}"
-    run = run_suite(ctx.env, backend, RunOptions(collect_only=True, timeout_s=300), tree=tree, image=ctx.image)
+    run = runner.run_suite(RunOptions(collect_only=True, timeout_s=300), tree=tree)
     if run.timed_out:
         return "collection did not finish within 300s"
     if run.broken:
@@ -163,7 +160,8 @@ def make_check(ctx: RepoContext, backend):
                 shutil.copytree(original, tree, symlinks=True)
                 trees.apply_edits(tree, edits)
                 deleted = {p for p, text in edits.items() if text is None}
-                reason = build_check(ctx, tree, backend, deleted, removed_names(original, edits))
+                with SuiteRunner(ctx.env, backend, image=ctx.image) as runner:
+                    reason = build_check(ctx, tree, runner, deleted, removed_names(original, edits))
             return True if reason is None else reason
 
         return check
@@ -199,11 +197,10 @@ def select_tests(ctx: RepoContext, deletion: Deletion, opts: VerifyOptions,
     return tied, sorted(rng.sample(others, min(opts.p2p_sample, len(others))))
 
 
-def _run(ctx: RepoContext, backend, tree: Path, tests: list[str], opts: VerifyOptions, spent: list[float],
-         stage: str) -> SuiteRun:
+def _run(ctx: RepoContext, runner: SuiteRunner, tree: Path, tests: list[str], opts: VerifyOptions,
+         spent: list[float], stage: str) -> SuiteRun:
     timeout = opts.run_timeout(ctx)
-    run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=timeout, extra_args=CONTINUE), tree=tree,
-                    image=ctx.image)
+    run = runner.run_suite(RunOptions(tests=tests, timeout_s=timeout, extra_args=CONTINUE), tree=tree)
     spent.append(run.seconds)
     if run.timed_out:  # the code under test hangs (a deletion can make a loop endless): not the sandbox
         raise Rejected(stage, f"the tests did not finish within {timeout:.0f}s")
@@ -217,7 +214,8 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
                 target=deletion.target)
     spent: list[float] = []
     try:
-        checked = _verify(ctx, deletion, backend, opts, spent)
+        with SuiteRunner(ctx.env, backend, image=ctx.image, warm=opts.warm_sandbox) as runner:
+            checked = _verify(ctx, deletion, runner, opts, spent)
     except Rejected as exc:
         return Verdict(**base, status=VerdictStatus.REJECTED, stage=exc.stage, reason=str(exc), test_seconds=sum(spent))
     except (Broke, SandboxError) as exc:
@@ -253,7 +251,8 @@ def grade_task(ctx: RepoContext, deletion_patch: str, patch: str, f2p: list[str]
                      gold_patch=patch, fail_to_pass=f2p, pass_to_pass=p2p, image=ctx.image, timeout_s=timeout_s)
 
 
-def _stub_passes(ctx, deletion: Deletion, original: Path, tests: list[str], backend, opts, spent, tmp: Path) -> set[str]:
+def _stub_passes(ctx, deletion: Deletion, original: Path, tests: list[str], runner: SuiteRunner, opts, spent,
+                 tmp: Path) -> set[str]:
     """The tests among `tests` that some trivial body (`pass`, `return None`, the first
     argument) makes pass: a learner could earn them without the work."""
     passed: set[str] = set()
@@ -264,8 +263,7 @@ def _stub_passes(ctx, deletion: Deletion, original: Path, tests: list[str], back
         files = {p: t for p, t in variant.files.items() if p in homes or t is None}
         deletion_patch, _ = trees.diff(ctx.snapshot, files)
         tree = trees.start_state(ctx.snapshot, deletion_patch, tmp / f"stub{i}")
-        run = run_suite(ctx.env, backend, RunOptions(tests=tests, timeout_s=opts.run_timeout(ctx), extra_args=CONTINUE),
-                        tree=tree, image=ctx.image)
+        run = runner.run_suite(RunOptions(tests=tests, timeout_s=opts.run_timeout(ctx), extra_args=CONTINUE), tree=tree)
         spent.append(run.seconds)
         if run.broken and not run.timed_out:
             raise Broke(run.broken)
@@ -286,7 +284,7 @@ def _exposed(ctx: RepoContext, start: Path, needles: list[str], backend) -> str 
     return exposure.audit(roots, needles, exposure.package_names(ctx.env.recipe.package_dirs))
 
 
-def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Checked:
+def _verify(ctx, deletion: Deletion, runner: SuiteRunner, opts: VerifyOptions, spent) -> Checked:
     deletion_patch, patch = trees.diff(ctx.snapshot, deletion.files)
     deleted_files = {p for p, text in deletion.files.items() if text is None}
     with tempfile.TemporaryDirectory(prefix="featdel-verify-") as tmp:
@@ -298,7 +296,7 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
                 raise Rejected("build", f"{path} does not parse after the deletion")
         original = trees.extract(ctx.snapshot, Path(tmp) / "original")
         unimportable: set[str] = set()
-        reason = build_check(ctx, fresh("build"), backend, deleted_files, removed_names(original, deletion.files),
+        reason = build_check(ctx, fresh("build"), runner, deleted_files, removed_names(original, deletion.files),
                              unimportable)
         if reason:
             raise Rejected("build", reason)
@@ -306,14 +304,14 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
         if not tied:
             raise Rejected("tests", "no passing baseline test executes the deleted code")
         selected = tied + sample
-        runs = [_run(ctx, backend, fresh(f"run{i}"), selected, opts, spent, "tests") for i in range(opts.reruns)]
+        runs = [_run(ctx, runner, fresh(f"run{i}"), selected, opts, spent, "tests") for i in range(opts.reruns)]
         failing = [t for t in selected if all(r.outcomes.get(t, "missing") in ("failed", "error", "missing") for r in runs)]
         if not failing:
             flipped = [t for t in tied if len({r.outcomes.get(t, "missing") for r in runs}) > 1]
             if flipped:
                 raise Rejected("reruns", f"outcomes changed across {opts.reruns} runs, e.g. {flipped[0]}")
             raise Rejected("tests", f"none of the {len(tied)} tests tied to the deleted code fails")
-        stubbed = _stub_passes(ctx, deletion, original, failing, backend, opts, spent, Path(tmp))
+        stubbed = _stub_passes(ctx, deletion, original, failing, runner, opts, spent, Path(tmp))
         failing = [t for t in failing if t not in stubbed]
         if not failing:
             raise Rejected("stub", f"a trivial body passes all {len(stubbed)} failing tests, e.g. {sorted(stubbed)[0]}")
@@ -328,7 +326,8 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
         needles = leaks.needles(deletion.removed, original, deletion.files, given)
         if not needles:
             raise Rejected("leak", "the deleted code has no distinctive line to audit for copies")
-        hit = leaks.audit(needles, [start], {"problem_statement": text}) or _exposed(ctx, start, needles, backend)
+        hit = (leaks.audit(needles, [start], {"problem_statement": text})
+               or _exposed(ctx, start, needles, runner.backend))
         if hit:
             raise Rejected("leak", f"deleted code found at {hit}")
         # P2P is the whole stable passing baseline but F2P (never a sample). Some of it fails in
@@ -337,14 +336,15 @@ def _verify(ctx, deletion: Deletion, backend, opts: VerifyOptions, spent) -> Che
         # (no-op) and the gold patch go through the grader learners are scored by.
         p2p = [t for t in ctx.passing if t.split("::")[0] not in deleted_files and t not in set(failing)]
         timeout = opts.run_timeout(ctx)
-        noop = grade(grade_task(ctx, deletion_patch, patch, failing, p2p, timeout), "", backend)
+        noop = grade(grade_task(ctx, deletion_patch, patch, failing, p2p, timeout), "", runner.backend, runner=runner)
         spent.append(noop.seconds)
         if noop.status == GradeStatus.BROKEN:
             raise Broke(noop.reason)
         if noop.status == GradeStatus.RESOLVED or any(o == "passed" for o in noop.fail_to_pass.values()):
             passing = sorted(t for t, o in noop.fail_to_pass.items() if o == "passed")
             raise Rejected("noop", f"the unchanged start state passes {passing[0] if passing else 'every test'}")
-        gold = grade(grade_task(ctx, deletion_patch, patch, failing, p2p, timeout), patch, backend)
+        gold = grade(grade_task(ctx, deletion_patch, patch, failing, p2p, timeout), patch, runner.backend,
+                     runner=runner)
         spent.append(gold.seconds)
         if gold.status == GradeStatus.BROKEN:
             raise Broke(gold.reason)

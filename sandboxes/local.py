@@ -219,7 +219,9 @@ class LocalSandbox:
         for target, link in rootfs.top_level_links():
             a += ["--symlink", target, str(link)]
         tmp_size = [] if limits.memory_bytes is None else ["--size", str(limits.memory_bytes)]
-        a += ["--dev", "/dev", "--proc", "/proc", *tmp_size, "--tmpfs", "/tmp", "--tmpfs", "/run",
+        # /tmp is sticky and world-writable, as on a host and in the docker backend: HOME and
+        # TMPDIR point there (bwrap's default 0755 left the sandbox uid unable to write it).
+        a += ["--dev", "/dev", "--proc", "/proc", "--perms", "01777", *tmp_size, "--tmpfs", "/tmp", "--tmpfs", "/run",
               "--perms", "0755", "--dir", "/etc", "--perms", "01777", "--tmpfs", "/var/tmp",
               "--symlink", "../run", "/var/run"]
         for name, text in (("passwd", PASSWD), ("group", GROUP)):
