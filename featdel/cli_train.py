@@ -25,6 +25,8 @@ def train(
                                                 "teacher (default: the preset's).")] = None,
     learner: Annotated[str | None, typer.Option("--learner", help="Name in the attempts table (default: "
                                                 "train:<out folder>).")] = None,
+    db: Annotated[Path | None, typer.Option("--db", help="Curriculum database for the attempts (default: "
+                                            "the run's curriculum.duckdb).")] = None,
     model: Annotated[Path | None, typer.Option("--model", help="A local Hugging Face checkpoint to train instead "
                                                "of the preset's model (needs featdel[hf]).")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu or cuda (one GPU per rank).")] = "cpu",
@@ -56,7 +58,7 @@ def train(
         from featdel.trainer.rl_train import RLTrainOptions, train_rl
 
         opts = RLTrainOptions(tasks=tasks, out=out, preset=preset, steps=steps, seed=seed, sandbox=sandbox,
-                              hints=hints, teacher=teacher, learner=learner, model_path=model, device=device)
+                              hints=hints, teacher=teacher, learner=learner, db=db, model_path=model, device=device)
         with distributed(device) as (rank, world):
             summary = train_rl(opts, log=typer.echo if rank == 0 else None)
         if rank == 0:

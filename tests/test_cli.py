@@ -7,7 +7,7 @@ import sys
 def test_help_is_instant_and_imports_nothing_heavy():
     code = (
         "import sys; from featdel.cli import app; "
-        "heavy = {'torch', 'docker', 'datasets', 'pyarrow', 'duckdb', 'git', 'tree_sitter', 'ray'}; "
+        "heavy = {'torch', 'docker', 'datasets', 'pyarrow', 'duckdb', 'git', 'tree_sitter', 'ray', 'openai', 'transformers'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
