@@ -172,9 +172,13 @@ def load_policy(checkpoint: Path):
         raise FeatdelError("--policy needs torch: pip install 'featdel[train]'") from None
     try:
         from featdel.trainer.policy_io import load_policy as load
-    except ImportError:
+    except ModuleNotFoundError as exc:
+        if exc.name != "featdel.trainer.policy_io":
+            raise
         raise FeatdelError("this featdel has no featdel.trainer.policy_io: --policy needs a build with "
                            "`featdel train` checkpoints") from None
+    if not Path(checkpoint).exists():
+        raise FeatdelError(f"--policy {checkpoint} does not exist: give a checkpoint `featdel train` wrote")
     return load(checkpoint)
 
 
