@@ -2,12 +2,14 @@
 
 In: flags (model preset, seeds, steps, k, tasks per step, warm-up size). Out, under --out: one
 JSONL line per (seed, arm, step) in `steps.jsonl` (reward, both loss terms, KL, hint counts by
-rule, error rates, seconds), the warm-up weights per seed, `summary.json`; with --png the
+rule, error rates, seconds), the warm-up's weights and log, `summary.json`; with --png the
 learning curves (mean and min-max over seeds, both arms).
 
-1. Warm-up, per seed, the same weights for both arms: next-token loss on the policy tokens of
-   `featdel.agent.toyenv.warmup_sequences` (a behaviour prior of plausible, mostly wrong tool
-   use, plus hint-heeding examples), so the model emits calls at all. See docs/targeted_rl.md.
+1. Warm-up, once (`--warmup-seed`), the starting weights of every seed and arm: next-token loss
+   on the policy tokens of `featdel.agent.toyenv.warmup_sequences` (a behaviour prior of
+   plausible, mostly wrong tool use, plus hint-heeding examples), so the model emits calls at
+   all. Its weights and log stay in --out and are reused when present (it is the costliest
+   part on a shared CPU). See docs/targeted_rl.md.
 2. RL, per (seed, arm), from the warm-up weights, the same number of steps: each step draws
    `--tasks` fresh tasks (the same tasks for both arms of a seed), `--k` rollouts each by
    `TransformerPolicy` at temperature 1 through `toyenv.toy_episode` (the agent's own token loop,
@@ -27,8 +29,10 @@ import math
 import random
 import statistics
 import sys
+import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ARMS = {"trajectory": False, "hints": True}  # arm name -> RLConfig.hints
@@ -44,6 +48,7 @@ def parse_args(argv=None):
     ap.add_argument("--tasks", type=int, default=2, help="tasks per step")
     ap.add_argument("--lr", type=float, default=0.005, help="Muon lr in RL")
     ap.add_argument("--adamw-lr", type=float, default=1e-3, help="AdamW lr in RL")
+    ap.add_argument("--warmup-seed", type=int, default=0)
     ap.add_argument("--warmup-episodes", type=int, default=600)
     ap.add_argument("--warmup-steps", type=int, default=250)
     ap.add_argument("--warmup-batch", type=int, default=8)
@@ -74,7 +79,11 @@ def pad(seqs):
 
 
 def warm_up(args, seed: int) -> dict:
-    """Train the warm-up for `seed` and save its weights; returns its log line."""
+    """Train the warm-up for `seed` and save its weights and log; returns the log (the saved
+    one when the weights are already there)."""
+    log_path = args.out / f"warmup-seed{seed}.json"
+    if (args.out / f"warmup-seed{seed}.pt").exists() and log_path.exists():
+        return json.loads(log_path.read_text()) | {"reused": True}
     import torch
     from featdel.trainer.data import Batch
     from featdel.trainer.train import TrainConfig, build, train_step
@@ -89,10 +98,129 @@ def warm_up(args, seed: int) -> dict:
     for _ in range(args.warmup_steps):
         inputs, targets, mask = pad(rng.sample(seqs, min(args.warmup_batch, len(seqs))))
         losses.append(train_step(model, opt, Batch(inputs=inputs, targets=targets, mask=mask)).item())
+        if len(losses) % 50 == 0:
+            print(f"seed {seed} warm-up step {len(losses)} loss {losses[-1]:.3f} "
+                  f"{time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
     torch.save(model.state_dict(), args.out / f"warmup-seed{seed}.pt")
-    return {"seed": seed, "warmup_sequences": len(seqs), "warmup_steps": args.warmup_steps,
-            "warmup_loss_first": losses[0] if losses else None, "warmup_loss_last": losses[-1] if losses else None,
-            "seconds": round(time.monotonic() - started, 1)}
+    log = {"seed": seed, "sequences": len(seqs), "episodes": args.warmup_episodes, "steps": args.warmup_steps,
+           "batch": args.warmup_batch, "loss_first": losses[0] if losses else None,
+           "loss_last": losses[-1] if losses else None, "seconds": round(time.monotonic() - started, 1)}
+    log_path.write_text(json.dumps(log))
+    return log
+
+
+class LockstepPolicy:
+    """A `Policy` for N episodes run at once in threads: every turn waits until each episode
+    still running has asked, then all are sampled as one batch (one `sample` call), which on a
+    CPU costs about what one row does. Each episode still runs through `episode.play`.
+
+    Rows are left-padded to one length and the pads are masked out of attention (`_PaddedF`);
+    rotary positions are relative, so a row's tokens score as they would alone (tested to 1e-4
+    against an unpadded forward). One generator per batch (seeded by the batch's smallest turn
+    seed) replaces the per-turn seeds: the run stays reproducible, one episode alone does not."""
+
+    def __init__(self, model, n: int):
+        self.model, self.active = model, n
+        self.cond = threading.Condition()
+        self.pending: dict[int, tuple[int, list[int], int]] = {}
+        self.results: dict[int, tuple[list[int], list[float]]] = {}
+        self.error: BaseException | None = None
+
+    def act(self, context, *, max_tokens, seed):
+        me = threading.get_ident()
+        with self.cond:
+            self.pending[me] = (seed, list(context), max_tokens)
+            self._maybe_run()
+            while me not in self.results:
+                if self.error is not None:
+                    raise RuntimeError("batched sampling failed") from self.error
+                self.cond.wait()
+            return self.results.pop(me)
+
+    def leave(self) -> None:
+        """An episode ended: the others no longer wait for it."""
+        with self.cond:
+            self.active -= 1
+            self._maybe_run()
+
+    def _maybe_run(self) -> None:
+        if not self.pending or len(self.pending) < self.active:
+            return
+        batch, self.pending = sorted(self.pending.items(), key=lambda kv: kv[1][0]), {}
+        try:
+            out = sample_rows(self.model, [ctx for _, (_, ctx, _) in batch], max(m for _, (_, _, m) in batch),
+                              seed=batch[0][1][0])
+            self.results.update(zip([who for who, _ in batch], out, strict=True))
+        except BaseException as exc:  # noqa: BLE001 - every waiting episode raises it
+            self.error = exc
+        self.cond.notify_all()
+
+
+class _PaddedF:
+    """torch.nn.functional with attention that ignores left pads (`real`: bool [rows, width])."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        import torch.nn.functional
+
+        return getattr(torch.nn.functional, name)
+
+    def scaled_dot_product_attention(self, q, k, v, attn_mask=None):
+        import torch
+
+        keys, s, real = k.shape[2], q.shape[2], self.real
+        if keys > real.shape[1]:  # decoded tokens are real
+            real = torch.cat([real, real.new_ones(real.shape[0], keys - real.shape[1])], dim=1)
+        own = torch.zeros(s, keys, dtype=torch.bool)  # a pad attends to itself only (no empty row)
+        own[torch.arange(s), torch.arange(keys - s, keys)] = True
+        mask = attn_mask[None, None] & (real[:, None, None, :] | own[None, None])
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def sample_rows(model, contexts, max_tokens: int, *, seed: int):
+    """(ids, logprobs) per context, each cut after its first newline, sampled as one batch."""
+    import featdel.trainer.model as model_module
+    import torch
+    from featdel.trainer.sampling import sample
+
+    from featdel.agent.policy import STOP_ID
+
+    width = max(len(c) for c in contexts)
+    ids = torch.full((len(contexts), width), STOP_ID, dtype=torch.long)
+    real = torch.zeros((len(contexts), width), dtype=torch.bool)
+    for row, ctx in enumerate(contexts):
+        ids[row, width - len(ctx):] = torch.tensor(ctx, dtype=torch.long)
+        real[row, width - len(ctx):] = True
+    saved, model_module.F = model_module.F, _PaddedF(real)
+    try:
+        out = sample(model, ids, max_tokens, temperature=1.0, seed=seed, stop=STOP_ID)
+    finally:
+        model_module.F = saved
+    rows = []
+    for tokens, logprobs in zip(out.tokens.tolist(), out.logprobs.tolist(), strict=True):
+        end = tokens.index(STOP_ID) + 1 if STOP_ID in tokens else len(tokens)
+        rows.append((tokens[:end], logprobs[:end]))
+    return rows
+
+
+def rollouts(model, tasks, k: int, config, seeds) -> list:
+    """k episodes of each task, all at once through one `LockstepPolicy` (seeds: one per episode)."""
+    from featdel.agent.toyenv import toy_episode
+
+    jobs = [(task, i, seeds[j * k + i]) for j, task in enumerate(tasks) for i in range(k)]
+    policy = LockstepPolicy(model, len(jobs))
+
+    def one(job):
+        task, i, seed = job
+        try:
+            return toy_episode(task, policy, config=config, rollout=i, seed=seed)
+        finally:
+            policy.leave()
+
+    with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="episode") as pool:
+        return list(pool.map(one, jobs))
 
 
 def task_seed(seed: int, step: int, j: int) -> int:
@@ -101,31 +229,26 @@ def task_seed(seed: int, step: int, j: int) -> int:
 
 
 def run_arm(args, seed: int, arm: str, log=None) -> list[dict]:
-    """RL from the seed's warm-up weights in one arm; one metrics dict per step."""
+    """RL from the warm-up weights in one arm; one metrics dict per step."""
     import dataclasses
 
     import torch
     from featdel.trainer.rl import RLConfig, Teacher, rl_step
     from featdel.trainer.train import TrainConfig, build
 
-    from featdel.agent.policy import TransformerPolicy
-    from featdel.agent.toyenv import TOY_CONFIG, make_task, toy_episode
+    from featdel.agent.toyenv import TOY_CONFIG, make_task
 
     torch.set_num_threads(1)
     model, opt = build(TrainConfig(model=args.preset, seed=seed, lr=args.lr, adamw_lr=args.adamw_lr))
-    path = args.out / f"warmup-seed{seed}.pt"
-    if path.exists():
-        model.load_state_dict(torch.load(path))
+    model.load_state_dict(torch.load(args.out / f"warmup-seed{args.warmup_seed}.pt"))
     cfg = RLConfig(hints=ARMS[arm])
     teacher = Teacher(model, cfg.teacher) if cfg.hints else None
-    policy = TransformerPolicy(model, temperature=1.0)
     config = dataclasses.replace(TOY_CONFIG, max_turns=args.max_turns)
     rows = []
     for step in range(args.steps):
         t0 = time.monotonic()
-        trajs = [toy_episode(make_task(task_seed(seed, step, j)), policy, config=config, rollout=i,
-                             seed=task_seed(seed, step, j) * 100 + i)
-                 for j in range(args.tasks) for i in range(args.k)]
+        seeds = [task_seed(seed, step, j) * 100 + i for j in range(args.tasks) for i in range(args.k)]
+        trajs = rollouts(model, [make_task(task_seed(seed, step, j)) for j in range(args.tasks)], args.k, config, seeds)
         t1 = time.monotonic()
         metrics = rl_step(model, opt, trajs, cfg=cfg, teacher=teacher)
         turns = [t for traj in trajs for t in traj.turns]
@@ -144,9 +267,7 @@ def run_arm(args, seed: int, arm: str, log=None) -> list[dict]:
 
 
 def _job(job):
-    args, kind, seed, arm = job
-    if kind == "warmup":
-        return [warm_up(args, seed)]
+    args, seed, arm = job
     out = args.out / f"steps-seed{seed}-{arm}.jsonl"
     out.unlink(missing_ok=True)
 
@@ -163,20 +284,19 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    warm_jobs = [(args, "warmup", s, None) for s in args.seeds]
-    jobs = [(args, "rl", s, a) for s in args.seeds for a in args.arms]
+    warm = warm_up(args, args.warmup_seed)
+    print(f"warm-up: {warm}", flush=True)
+    rl_started = time.monotonic()
+    jobs = [(args, s, a) for s in args.seeds for a in args.arms]
     if args.workers == 1:
-        warm = [r for job in warm_jobs for r in _job(job)]
         rows = [r for job in jobs for r in _job(job)]
     else:
         with mp.get_context("spawn").Pool(args.workers) as pool:
-            warm = [r for rs in pool.map(_job, warm_jobs) for r in rs]
-            print(f"warm-up done in {time.monotonic() - started:.0f}s: {warm}", flush=True)
             rows = [r for rs in pool.map(_job, jobs, chunksize=1) for r in rs]
     with (args.out / "steps.jsonl").open("w") as fh:
         for row in rows:
             fh.write(json.dumps(row) + "\n")
-    summary = summarise(args, rows, warm, time.monotonic() - started)
+    summary = summarise(args, rows, warm, time.monotonic() - started, time.monotonic() - rl_started)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary["final"], indent=1))
     if args.png:
@@ -185,7 +305,7 @@ def main(argv=None) -> int:
     return 1 if bad else 0
 
 
-def summarise(args, rows, warm, seconds: float) -> dict:
+def summarise(args, rows, warm, seconds: float, rl_seconds: float) -> dict:
     final: dict = {}
     for arm in args.arms:
         per_seed = {}
@@ -197,8 +317,8 @@ def summarise(args, rows, warm, seconds: float) -> dict:
         final[arm] = {"per_seed": per_seed, "mean_final": statistics.mean(finals),
                       "std_final": statistics.pstdev(finals)}
     config = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
-    return {"config": config, "command": " ".join(sys.argv), "wall_s": round(seconds, 1), "warmup": warm,
-            "final": final}
+    return {"config": config, "command": " ".join(sys.argv), "wall_s": round(seconds, 1),
+            "rl_wall_s": round(rl_seconds, 1), "warmup": warm, "final": final}
 
 
 def plot(rows, png: Path, summary: dict) -> None:

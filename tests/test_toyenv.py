@@ -145,12 +145,39 @@ def test_the_behaviour_prior_and_its_hint_examples_are_well_formed():
     assert warmup_sequences(5, seed=3) == warmup_sequences(5, seed=3)
 
 
-def test_two_steps_of_the_experiment_run_both_arms_with_finite_losses(tmp_path):
+@pytest.fixture(scope="module")
+def bench():
     pytest.importorskip("torch")
     path = Path(__file__).resolve().parents[1] / "bench" / "targeted_rl.py"
     spec = importlib.util.spec_from_file_location("targeted_rl", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lockstep_sampling_scores_each_row_as_it_would_alone(bench):
+    import torch
+    from featdel.trainer.model import Transformer
+
+    torch.manual_seed(0)
+    model = Transformer("debug")
+    contexts = [encode("Write the word"), encode("short"), encode("a longer context of other bytes, " * 3)]
+    rows = bench.sample_rows(model, contexts, 12, seed=5)
+    for ctx, (ids, logprobs) in zip(contexts, rows, strict=True):
+        with torch.no_grad():
+            alone = torch.log_softmax(model(torch.tensor([ctx + ids])).float(), -1)[0]
+        for j, (tok, logprob) in enumerate(zip(ids, logprobs, strict=True)):
+            assert abs(alone[len(ctx) + j - 1, tok].item() - logprob) < 1e-4
+    config = dataclasses.replace(TOY_CONFIG, max_turns=2, max_action_tokens=16)
+    trajs = bench.rollouts(model, [make_task(1), make_task(2)], 2, config, [11, 12, 13, 14])
+    assert [(t.instance_id, t.rollout) for t in trajs] == [("toy-1", 0), ("toy-1", 1), ("toy-2", 0), ("toy-2", 1)]
+    assert all(len(t.turns) == 2 and all(math.isfinite(x) for turn in t.turns for x in turn.logprobs) for t in trajs)
+    import featdel.trainer.model as model_module
+
+    assert model_module.F is torch.nn.functional  # the padded attention was only lent
+
+
+def test_two_steps_of_the_experiment_run_both_arms_with_finite_losses(tmp_path, bench):
     rc = bench.main(["--seeds", "0", "--steps", "2", "--k", "2", "--tasks", "1", "--max-turns", "1",
                      "--warmup-episodes", "4", "--warmup-steps", "2", "--warmup-batch", "2", "--final-window", "1",
                      "--workers", "1", "--out", str(tmp_path)])
