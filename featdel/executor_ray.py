@@ -87,7 +87,7 @@ class RayExecutor:
         import ray
 
         if not ray.is_initialized():
-            quiet = dict(log_to_driver=False, logging_level="warning")
+            quiet = {"log_to_driver": False, "logging_level": "warning"}
             if self.address or os.environ.get("RAY_ADDRESS"):
                 ray.init(address=self.address, **quiet)
             else:
@@ -101,6 +101,8 @@ class RayExecutor:
 
     def _stream(self, items: list, submit: Callable, lost: Callable, on_step) -> Iterator:
         """Results of `submit(item)` as they finish; `lost(item, error)` for a task Ray gave up on."""
+        if not items:
+            return
         ray = self._ray()
         window = max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         queue, pending = list(items), {}
@@ -122,6 +124,8 @@ class RayExecutor:
                 ray.cancel(ref, force=True)
 
     def mine(self, entries, run_dir, *, backend, thresholds, on_step):
+        if not entries:
+            return
         spec = sandbox_spec(backend)
         task = self._remote(mine_task).options(max_retries=self.max_retries, num_cpus=1)
 
@@ -140,6 +144,8 @@ class RayExecutor:
     def verify(self, deletions, run_dir, records, *, backend, opts, on_step):
         from featdel.verify import unavailable
 
+        if not deletions:  # nothing left (a resumed run): no cluster to start
+            return
         ray = self._ray()
         spec = sandbox_spec(backend)
         files, ready = {}, []
