@@ -238,4 +238,4 @@ def test_a_rollout_that_raises_is_a_broken_record_and_the_rest_go_on(task, local
     ok, broken = rollouts(task, OddRolloutsBreak(), local_backend, k=2, config=EpisodeConfig(require_submit=True))
     assert ok.ended == "submitted" and ok.status == "unresolved" and ok.reward == 0.0
     assert broken.status == "broken" and broken.ended == "error" and broken.reward == 0.0
-    assert "outside the byte vocabulary" in broken.reason and broken.tokens == [] and broken.rollout == 1
+    assert "outside its vocabulary of 256" in broken.reason and broken.tokens == [] and broken.rollout == 1

@@ -50,12 +50,14 @@ class RLConfig:
 class Teacher:
     """The distillation teacher: the same architecture, no gradient, one of three weight sets."""
 
-    def __init__(self, model, kind: str = "live", *, decay: float = 0.99, params: dict | None = None):
+    def __init__(self, model, kind: str = "live", *, decay: float = 0.99, params: dict | None = None,
+                 encode=None):
         """`model`: a plain model (single process: the trained model itself; under FSDP: the
-        rank's unsharded copy). `params`: full weights to start from (default: `model`'s)."""
+        rank's unsharded copy). `params`: full weights to start from (default: `model`'s).
+        `encode`: how hint text becomes the model's tokens (default: bytes)."""
         if kind not in TEACHERS:
             raise ValueError(f"teacher={kind!r}: use one of {', '.join(TEACHERS)}")
-        self.kind, self.decay = kind, decay
+        self.kind, self.decay, self.encode = kind, decay, encode
         self.model = model if kind == "live" else copy.deepcopy(model).requires_grad_(False)
         if params is not None and kind != "live":
             self.model.load_state_dict(params, strict=False)
@@ -126,7 +128,7 @@ def targeted_rows(trajectories, teacher: Teacher):
             turn = turns.get(index)
             if turn is None or not turn.action_ids:
                 continue
-            hint_ids = [i for h in hints for i in h.ids()]
+            hint_ids = [i for h in hints for i in h.ids(teacher.encode)]
             teacher_ids, where = insert_hint(t.tokens, turn.action_start, hint_ids)
             scored = teacher.logits(teacher_ids[:-1])
             positions = range(turn.action_start, turn.action_start + len(turn.action_ids))

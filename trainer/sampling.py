@@ -20,9 +20,9 @@ class Sample:
 
 
 def sample(model, prompt, max_new_tokens: int, *, temperature: float = 1.0, top_k: int | None = None,
-           seed: int = 0, stop: int | None = None) -> Sample:
-    """Sample `max_new_tokens` after `prompt` (`stop`: a token id after which a row only pads
-    with `stop`). Greedy when temperature is 0."""
+           seed: int = 0, stop: int | list[int] | None = None) -> Sample:
+    """Sample `max_new_tokens` after `prompt` (`stop`: a token id, or several, after which a row
+    only pads with the first of them). Greedy when temperature is 0."""
     import torch
 
     from featdel.trainer.model import KVCache
@@ -34,15 +34,17 @@ def sample(model, prompt, max_new_tokens: int, *, temperature: float = 1.0, top_
     g = torch.Generator(device=prompt.device).manual_seed(seed)
     cache = KVCache(len(model.layers))
     done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    stops = None if stop is None else torch.tensor([stop] if isinstance(stop, int) else list(stop),
+                                                     dtype=torch.long, device=prompt.device)
     tokens, logprobs = [], []
     with torch.no_grad():
         logits = model(prompt, cache)[:, -1].float()
         for _ in range(max_new_tokens):
             logp = torch.log_softmax(logits, dim=-1)
             choice = _choose(logits, temperature, top_k, g)
-            if stop is not None:
-                choice = torch.where(done, torch.full_like(choice, stop), choice)
-                done |= choice == stop
+            if stops is not None and stops.numel():
+                choice = torch.where(done, torch.full_like(choice, int(stops[0])), choice)
+                done |= torch.isin(choice, stops)
             tokens.append(choice)
             logprobs.append(logp.gather(-1, choice[:, None]).squeeze(-1))
             logits = model(choice[:, None], cache)[:, -1].float()

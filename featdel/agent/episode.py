@@ -34,14 +34,13 @@ from pathlib import Path
 from typing import Protocol
 
 from featdel.agent.hints import HintContext, Rule, hints_for
-from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, STOP_ID, Policy, decode, encode
+from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, Codec, Policy, codec_of
 from featdel.agent.protocol import CallError, ToolCall, parse, render, tools_text
 from featdel.agent.trajectory import Hint, Trajectory, Turn
 from featdel.agent.workspace import Observation, Workspace
 from featdel.grade import GradeTask, grade
 from featdel.trees import scrub, start_state
 
-VOCAB = 256  # byte-level ids, as featdel.trainer.model
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -141,7 +140,8 @@ def play(env: Env, policy: Policy, config: EpisodeConfig = EpisodeConfig(), *, r
     observation, run the hint rules; then `env.finish`. Turn t samples with seed
     `seed * 1000003 + t`."""
     started = time.monotonic()
-    tokens = encode(env.prompt())
+    codec = codec_of(policy)
+    tokens = codec.encode(env.prompt())
     prompt_len = len(tokens)
     mask = [0] * prompt_len
     turns: list[Turn] = []
@@ -152,22 +152,23 @@ def play(env: Env, policy: Policy, config: EpisodeConfig = EpisodeConfig(), *, r
         if allowance < 1:
             ended = "token_budget"
             break
-        ids, logprobs = _act(policy, tokens, allowance, seed * 1_000_003 + index)
+        ids, logprobs = _act(policy, codec, tokens, allowance, seed * 1_000_003 + index)
         action_start = len(tokens)
         tokens += ids
         mask += [1] * len(ids)
-        text = decode(ids)
+        text = codec.decode(ids)
         parsed = parse(text)
         obs = (Observation(text=f"error: {parsed.message}", ok=False) if isinstance(parsed, CallError)
                else env.execute(parsed))
         # An action cut off before its newline still leaves the observation on a line of its own.
-        framed = ("" if ids[-1:] == [STOP_ID] else "\n") + OBS_OPEN + obs.text + OBS_CLOSE
-        obs_ids = encode(framed)
+        line_ended = bool(ids) and codec.is_stop(ids[-1])
+        framed = ("" if line_ended else "\n") + OBS_OPEN + obs.text + OBS_CLOSE
+        obs_ids = codec.encode(framed)
         turn = Turn(index=index, action_start=action_start, action_ids=ids, logprobs=logprobs, action_text=text,
                     call=None if isinstance(parsed, CallError) else {"name": parsed.name, "args": parsed.args},
                     error=str(parsed.kind) if isinstance(parsed, CallError) else None, observation=obs.text,
                     ok=obs.ok, touched=obs.touched, ran_tests=obs.ran_tests,
-                    hit_cap=len(ids) >= config.max_action_tokens and ids[-1:] != [STOP_ID], obs_start=len(tokens),
+                    hit_cap=len(ids) >= config.max_action_tokens and not line_ended, obs_start=len(tokens),
                     obs_len=len(obs_ids))
         tokens += obs_ids
         mask += [0] * len(obs_ids)
@@ -185,18 +186,17 @@ def play(env: Env, policy: Policy, config: EpisodeConfig = EpisodeConfig(), *, r
                       status=status, reason=reason, seconds=round(time.monotonic() - started, 3))
 
 
-def _act(policy: Policy, context: list[int], allowance: int, seed: int) -> tuple[list[int], list[float]]:
-    """The policy's turn, cut at its first newline and to the allowance; ids must be bytes."""
+def _act(policy: Policy, codec: Codec, context: list[int], allowance: int, seed: int) -> tuple[list[int], list[float]]:
+    """The policy's turn, cut at its first stop token and to the allowance; ids must be in the
+    codec's vocabulary."""
     ids, logprobs = policy.act(list(context), max_tokens=allowance, seed=seed)
     ids, logprobs = [int(i) for i in ids][:allowance], [float(x) for x in logprobs][:allowance]
     if len(ids) != len(logprobs):
         raise ValueError(f"the policy gave {len(ids)} tokens but {len(logprobs)} log-probabilities")
-    if any(not 0 <= i < VOCAB for i in ids):
-        raise ValueError("the policy gave a token id outside the byte vocabulary")
-    if STOP_ID in ids:
-        end = ids.index(STOP_ID) + 1
-        ids, logprobs = ids[:end], logprobs[:end]
-    return ids, logprobs
+    if any(not 0 <= i < codec.vocab for i in ids):
+        raise ValueError(f"the policy gave a token id outside its vocabulary of {codec.vocab}")
+    end = next((j + 1 for j, i in enumerate(ids) if codec.is_stop(i)), len(ids))
+    return ids[:end], logprobs[:end]
 
 
 def _grade(task: AgentTask, start: Path, work: Path, backend, ended: str,

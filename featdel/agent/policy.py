@@ -34,6 +34,42 @@ def decode(ids: Sequence[int]) -> str:
 STOP_ID = encode(STOP)[0]
 
 
+class Codec(Protocol):
+    """Text <-> token ids for an episode: what the prompt, observations and hints are encoded
+    with and what a turn's ids are decoded with. A turn ends at its first stop id."""
+
+    vocab: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def is_stop(self, token_id: int) -> bool: ...
+
+
+class ByteCodec:
+    """Bytes: the `featdel.trainer` models' vocabulary, and the default of every policy."""
+
+    vocab = 256
+
+    def encode(self, text: str) -> list[int]:
+        return encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return decode(ids)
+
+    def is_stop(self, token_id: int) -> bool:
+        return token_id == STOP_ID
+
+
+BYTES = ByteCodec()
+
+
+def codec_of(policy) -> Codec:
+    """A policy's codec (`policy.codec`), bytes when it has none."""
+    return getattr(policy, "codec", None) or BYTES
+
+
 class Policy(Protocol):
     def act(self, context: Sequence[int], *, max_tokens: int, seed: int) -> tuple[list[int], list[float]]:
         """Up to `max_tokens` new token ids after `context`, and their log-probabilities."""
@@ -54,13 +90,17 @@ class ScriptedPolicy:
 
 
 class TransformerPolicy:
-    """Samples from a `featdel.trainer.model.Transformer` until the protocol's newline.
+    """Samples from a `featdel.trainer.model.Transformer` (or a Hugging Face model wrapped by
+    `featdel.trainer.hf`, with its tokenizer's `codec`) until a stop token: the protocol's newline.
 
     `window`: how many of the latest context tokens the model sees (None: all of them; rotary
     positions have no hard limit, and the trainer scores whole sequences)."""
 
-    def __init__(self, model, *, temperature: float = 1.0, top_k: int | None = None, window: int | None = None):
+    def __init__(self, model, *, temperature: float = 1.0, top_k: int | None = None, window: int | None = None,
+                 codec: Codec | None = None):
         self.model, self.temperature, self.top_k, self.window = model, temperature, top_k, window
+        self.codec = codec or BYTES
+        self._stops = [i for i in range(self.codec.vocab) if self.codec.is_stop(i)]
 
     def act(self, context, *, max_tokens, seed):
         import torch
@@ -69,9 +109,9 @@ class TransformerPolicy:
 
         ctx = list(context)[-self.window:] if self.window else list(context)
         device = next(self.model.parameters()).device
-        prompt = torch.tensor([ctx or [STOP_ID]], dtype=torch.long, device=device)
+        prompt = torch.tensor([ctx or self._stops[:1]], dtype=torch.long, device=device)
         out = sample(self.model, prompt, max_tokens, temperature=self.temperature, top_k=self.top_k, seed=seed,
-                     stop=STOP_ID)
+                     stop=self._stops)
         ids, logprobs = out.tokens[0].tolist(), out.logprobs[0].tolist()
-        end = ids.index(STOP_ID) + 1 if STOP_ID in ids else len(ids)
+        end = next((j + 1 for j, i in enumerate(ids) if self.codec.is_stop(i)), len(ids))
         return ids[:end], logprobs[:end]

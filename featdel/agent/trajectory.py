@@ -49,10 +49,12 @@ class Hint:
     rule: str
     text: str
 
-    def ids(self) -> list[int]:
+    def ids(self, encode=None) -> list[int]:
         """The hint as the teacher reads it, on a line of its own before the turn's action:
-        `insert_hint(traj.tokens, hint.at, hint.ids())` (featdel.trainer.rl_loss)."""
-        return list((HINT_OPEN + self.text + HINT_CLOSE).encode("utf-8", errors="replace"))
+        `insert_hint(traj.tokens, hint.at, hint.ids())` (featdel.trainer.rl_loss). `encode`: the
+        episode's codec's (default: bytes)."""
+        text = HINT_OPEN + self.text + HINT_CLOSE
+        return encode(text) if encode else list(text.encode("utf-8", errors="replace"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
