@@ -10,7 +10,7 @@ text. A rule reads acts only, so the rules never parse calls themselves:
 
 - paths: every path argument (read, listed, written, patched, tested), a/ b/ prefixes stripped;
 - code: the lines a `write_file` or `apply_patch` would add, comments stripped, minus every line
-  the learner already saw in an earlier observation (rewriting a file that already imports
+  the learner already read in a file (an earlier successful `read_file`; rewriting a file that already imports
   `socket` is not network use: the same idea as the tamper scan's "lines in the start state never
   count");
 - text: the words around the call (a chat model's message, a byte model's prefix), or the whole
@@ -66,7 +66,8 @@ def acts(traj: Trajectory) -> list[Act]:
     out = []
     for turn in traj.turns:
         out.append(_act(turn, seen))
-        seen |= {ln.strip() for ln in turn.observation.splitlines()}
+        if turn.ok and turn.call and turn.call["name"] == "read_file":  # file text, not echoes of the learner's args
+            seen |= {ln.strip() for ln in turn.observation.splitlines()}
     return out
 
 
