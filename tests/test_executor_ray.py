@@ -49,7 +49,7 @@ def deleted(tmp_path_factory, featdel_cache, local_backend) -> Path:
     from featdel.verify import RepoContext, make_check
 
     run_dir, _ = mine_tiny(tmp_path_factory, "raylib", RAYLIB, local_backend)
-    delete_all(run_dir, strategies=["body"], max_candidates=3, seed=0, keep_docstrings=True,
+    delete_all(run_dir, strategies=["body"], max_candidates=2, seed=0, keep_docstrings=True,
                check_for=lambda r: make_check(RepoContext.load(run_dir, r), local_backend))
     return run_dir
 
@@ -135,6 +135,18 @@ def test_mining_on_ray_matches_local(cluster, deleted, local_backend, tmp_path):
     assert ours.coverage(record.name).read_text() == theirs.coverage(record.name).read_text()
     tests = json.loads(ours.baseline(record.name).read_text())["tests"]
     assert sorted(tests) == sorted(json.loads(theirs.baseline(record.name).read_text())["tests"])
+
+
+def test_candidates_go_to_nodes_that_hold_their_environment(cluster, deleted):
+    from dataclasses import replace
+
+    from featdel.executor_ray import RayExecutor
+
+    [record] = RunDir(deleted).latest_repos().values()
+    gone = replace(record, name="gone", env_dir=str(deleted / "no-such-env"))
+    homes = RayExecutor()._homes({record.name: record, "gone": gone}, docker=False)
+    assert set(homes) == {record.name}  # a repository no node holds is not pinned anywhere
+    assert next(homes[record.name]).node_id == ray.get_runtime_context().get_node_id()
 
 
 def test_no_ray_is_a_one_line_error(monkeypatch):
