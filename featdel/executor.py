@@ -63,9 +63,12 @@ class LocalExecutor:
         self.jobs = max(1, jobs)
 
     def _run(self, fn: Callable, items: list) -> Iterator:
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.jobs)
+        try:
             for future in as_completed([pool.submit(fn, item) for item in items]):
                 yield future.result()
+        finally:  # interrupted: items not started yet are dropped (redone on resume)
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def mine(self, entries, run_dir, *, backend, thresholds, on_step):
         from featdel.mine import mine_one
