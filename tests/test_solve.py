@@ -21,7 +21,7 @@ pytest.importorskip("openai")
 from openai_server import calls, fail, scripted_server
 
 from featdel.agent.episode import EpisodeConfig
-from featdel.agent.protocol import TOOLS
+from featdel.agent.protocol import TOOLS, render
 from featdel.agent.trajectory import read_trajectories
 from featdel.llm import ChatClient, tool_schemas
 from featdel.solve import ChatLearner, solve
@@ -43,7 +43,7 @@ def gold_script(row: dict) -> list:
         calls(("read_file", "{not json")),
         calls(("open_file", {"path": source})),
         calls(("list_dir", {"path": "."}), ("read_file", {"path": source})),  # two calls: the second is refused
-        calls(("read_file", {"path": source})),
+        render("read_file", {"path": source}).strip(),  # the byte policies' text form, as content
         calls(("apply_patch", {"patch": row["patch"]})),
         calls(("run_tests", {})),
         calls(("submit", {})),
@@ -89,6 +89,8 @@ def test_gold_solver_resolves_and_a_test_editor_does_not(packaged_tiny, local_ba
     errors = [(t.index, t.error) for t in gold_traj.turns if t.error]
     assert errors == [(0, "malformed"), (1, "malformed"), (2, "unknown_tool")]
     assert gold_traj.turns[3].call["name"] == "list_dir" and gold_traj.tokens == [] and gold_traj.reward == 1.0
+    assert gold_traj.turns[4].call["name"] == "read_file" and "raise NotImplementedError" in gold_traj.turns[4].observation
+    assert any(m["role"] == "user" and m["content"] == gold_traj.turns[4].observation for m in last)
     assert flag(gold_traj) == []
     assert {(f.rule, f.turn) for f in flag(cheat_traj)} == {("test_edit", 0)}
 
