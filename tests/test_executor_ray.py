@@ -4,7 +4,8 @@ Pins: Ray's verdicts equal the local executor's on the same candidates (status, 
 P2P); a candidate whose worker is killed mid-verification is retried and its verdict written
 once; a Ray run interrupted in the driver resumes without redoing or rewriting a verdict; a
 repository mined on Ray gives the local executor's record and the driver writes its files;
-without Ray installed, `--executor ray` is a one-line error naming the extra.
+candidates are pinned to nodes holding their repository's environment (and, with docker, its
+image); without Ray installed, `--executor ray` is a one-line error naming the extra.
 """
 
 from __future__ import annotations
@@ -22,8 +23,13 @@ from featdel.records import VerdictStatus
 from featdel.rundir import RunDir
 from featdel.verify import VerifyOptions, verify_all
 from tests.conftest import TINY_LIB, mine_tiny
+from tests.conftest_sandbox import docker_base_image, need
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'featdel[ray]')")
+try:
+    import ray
+except ImportError:  # the cluster fixture skips, or fails under CI=true (make test installs the extra)
+    ray = None
+
 OPTS = VerifyOptions(reruns=1)
 # A body a stub (`return None`) is as good as: the candidate that verification must reject.
 RAYLIB = {
@@ -37,6 +43,7 @@ RAYLIB = {
 def cluster(featdel_cache):
     """One local Ray cluster for the module, started after FEATDEL_CACHE is set so that its
     workers share the session's environments."""
+    need(ray is not None, "the ray extra is not installed: pip install 'featdel[ray]'")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
     yield
     ray.shutdown()
@@ -147,6 +154,16 @@ def test_candidates_go_to_nodes_that_hold_their_environment(cluster, deleted):
     homes = RayExecutor()._homes({record.name: record, "gone": gone}, docker=False)
     assert set(homes) == {record.name}  # a repository no node holds is not pinned anywhere
     assert next(homes[record.name]).node_id == ray.get_runtime_context().get_node_id()
+
+
+@pytest.mark.docker
+def test_with_docker_a_node_holds_a_repository_only_with_its_image(deleted):
+    from featdel.executor_ray import homes_task
+
+    [record] = RunDir(deleted).latest_repos().values()
+    wants = {"imaged": (record.env_dir, docker_base_image()), "unimaged": (record.env_dir, "featdel-no-such:0")}
+    assert homes_task(wants, docker=True) == ["imaged"]
+    assert homes_task(wants, docker=False) == ["imaged", "unimaged"]
 
 
 def test_no_ray_is_a_one_line_error(monkeypatch):
