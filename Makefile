@@ -14,7 +14,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,train,plot,ray]'
+	$(BIN)/pip install -q -e '.[dev,train,plot,ray,hf]'
 	touch $(STAMP)
 
 demo: venv

@@ -42,3 +42,15 @@ def load_checkpoint(path, model, optimizer) -> int:
         dcp.load(state, checkpoint_id=str(path))
     set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     return int(state["step"])
+
+
+def load_model(path, model) -> None:
+    """Only the model's weights from a checkpoint (for inference: no optimizer needed)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_model_state_dict
+
+    state = {"model": get_model_state_dict(model)}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_SINGLE)
+        dcp.load(state, checkpoint_id=str(path))
+    set_model_state_dict(model, state["model"])

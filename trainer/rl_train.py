@@ -128,8 +128,8 @@ def train_rl(opts: RLTrainOptions, *, log=print, progress: bool = True) -> RLTra
                          "run `featdel env build` for them first")
     episode = EpisodeConfig(max_turns=p.max_turns, max_tokens=p.max_tokens, max_action_tokens=p.max_action_tokens,
                             max_observation=p.max_observation, test_timeout_s=p.test_timeout_s)
-    model, opt, actor, dims = _build(opts, p, world)
-    teacher = _teacher(actor, rl_cfg)
+    model, opt, actor, dims, codec = _build(opts, p, world)
+    teacher = _teacher(actor, rl_cfg, codec)
     start = _resume(out, model, opt, teacher, rank)
     if log and rank == 0:
         from featdel.trainer.train import git_revision
@@ -145,7 +145,7 @@ def train_rl(opts: RLTrainOptions, *, log=print, progress: bool = True) -> RLTra
         ids = _broadcast(_draw(opts, db, learner, tasks, p.tasks_per_step, step) if rank == 0 else None, rank, world)
         _sync(model, actor, dims)
         t0 = time.monotonic()
-        trajs = _rollouts([tasks[i] for i in ids[rank::world]], actor, backend, p, episode, opts.seed, step)
+        trajs = _rollouts([tasks[i] for i in ids[rank::world]], actor, codec, backend, p, episode, opts.seed, step)
         trajs = _monitor(trajs)
         rollout_s = time.monotonic() - t0
         t1 = time.monotonic()
@@ -186,7 +186,8 @@ def _check_options(out: Path, opts: RLTrainOptions) -> None:
 
 
 def _build(opts: RLTrainOptions, p, world: int):
-    """(trained model, optimizer, plain actor model for sampling, ParallelDims or None)."""
+    """(trained model, optimizer, plain actor model for sampling, ParallelDims or None, codec or
+    None for bytes)."""
     from featdel.trainer.model import Transformer
     from featdel.trainer.parallel import ParallelDims
     from featdel.trainer.train import TrainConfig, build
@@ -199,12 +200,12 @@ def _build(opts: RLTrainOptions, p, world: int):
     dims = ParallelDims(world_size=world, ep=world) if world > 1 else None
     model, opt = build(cfg, dims)
     if dims is None:
-        return model, opt, model, None
+        return model, opt, model, None, None
     import torch
 
     with torch.device(opts.device):
         actor = Transformer(p.model).requires_grad_(False)
-    return model, opt, actor, dims
+    return model, opt, actor, dims, None
 
 
 def _full(model, dims) -> dict:
@@ -221,10 +222,10 @@ def _sync(model, actor, dims) -> None:
         actor.load_state_dict(_full(model, dims), strict=False)
 
 
-def _teacher(actor, cfg):
+def _teacher(actor, cfg, codec):
     from featdel.trainer.rl import Teacher
 
-    return Teacher(actor, cfg.teacher, decay=cfg.ema_decay)
+    return Teacher(actor, cfg.teacher, decay=cfg.ema_decay, encode=codec.encode if codec else None)
 
 
 def _draw(opts: RLTrainOptions, db: Path, learner: str, tasks: dict, n: int, step: int) -> list[str]:
@@ -243,11 +244,11 @@ def _draw(opts: RLTrainOptions, db: Path, learner: str, tasks: dict, n: int, ste
     return ids
 
 
-def _rollouts(my_tasks, actor, backend, p, episode, seed: int, step: int) -> list:
+def _rollouts(my_tasks, actor, codec, backend, p, episode, seed: int, step: int) -> list:
     from featdel.agent.episode import rollouts
     from featdel.agent.policy import TransformerPolicy
 
-    policy = TransformerPolicy(actor, temperature=p.temperature)
+    policy = TransformerPolicy(actor, temperature=p.temperature, codec=codec)
     base = (seed * 100_003 + step) * 1009
 
     def one(j_task):
