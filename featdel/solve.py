@@ -10,7 +10,9 @@ tree, the tools, `run_tests` in the sandbox, the grader): the prompt is `episode
 the tools are the protocol's `TOOLS` as OpenAI function schemas, and every tool call is checked
 by the protocol's own strict parser before the workspace runs it. One call runs per turn; a
 reply with several gets an error for the rest, one with none gets a nudge (both count as turns).
-The turns are kept as text and parsed calls (no token ids: `tokens` and `mask` stay empty).
+The turns are kept as text and parsed calls (no token ids: `tokens` and `mask` stay empty). A
+conversation that outgrows the model's context (HTTP 400 naming the context) ends the episode
+like a token budget, and what the learner did so far is graded.
 
 A learner that fails (the model server died, a checkpoint that cannot act) makes an `error`
 record for that task and the batch goes on; an errored task writes no prediction, so a rerun
@@ -83,6 +85,15 @@ def call_text(name: str, arguments: str) -> str:
     return OPEN + '{"name": ' + json.dumps(name) + ', "args": ' + (arguments.strip() or "{}") + "}" + CLOSE
 
 
+CONTEXT_WORDS = ("context", "too long", "maximum", "tokens")
+
+
+def context_exceeded(exc: Exception) -> bool:
+    """Did the server refuse the request (HTTP 400) because the conversation is too long?"""
+    cause = exc.__cause__
+    return getattr(cause, "status_code", None) == 400 and any(w in str(cause).lower() for w in CONTEXT_WORDS)
+
+
 class ChatLearner:
     """A model behind an OpenAI-compatible server (`featdel.llm.ChatClient`) in the tool loop."""
 
@@ -90,7 +101,7 @@ class ChatLearner:
         self.client, self.config = client, config
 
     def episode(self, task: AgentTask, backend, workdir: Path, *, grade: bool = True) -> Trajectory:
-        from featdel.llm import tool_schemas
+        from featdel.llm import LLMError, tool_schemas
 
         started = time.monotonic()
         env = TaskEnv(task, backend, workdir, self.config)
@@ -100,7 +111,13 @@ class ChatLearner:
         hints: list[Hint] = []
         ended = "turn_budget"
         for index in range(self.config.max_turns):
-            reply = self.client.chat(messages, tools=schemas)
+            try:
+                reply = self.client.chat(messages, tools=schemas)
+            except LLMError as exc:
+                if not turns or not context_exceeded(exc):
+                    raise  # the server failed: the task is an error record, not a learner's failure
+                ended = "token_budget"  # the conversation outgrew the model: the learner's budget is spent
+                break
             turn, replies = self._turn(index, reply, env)
             messages += replies
             hints += hints_for(turn, turns, env.hint_ctx)

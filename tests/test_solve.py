@@ -116,6 +116,10 @@ def test_a_dying_server_is_an_error_record_and_a_rerun_retries_then_skips(packag
     assert [json.loads(line)["model_patch"] for line in preds.read_text().splitlines()] == [""]
     results, _, _, srv = run(packaged_tiny, local_backend, tmp_path, [], "m", [iid])
     assert results == [] and srv.requests == []  # already in the predictions: skipped
+    too_long = fail(400, '{"error": {"message": "This model\'s maximum context length is 4096 tokens"}}')
+    [full], _, _, _ = run(packaged_tiny, local_backend, tmp_path / "b", [calls(("list_dir", {})), too_long],
+                          "m", [iid], grade=False)
+    assert (full.status, full.ended, full.turns) == ("not_graded", "token_budget", 1)  # the learner's budget
 
 
 def test_cli_round_trip_solve_evaluate_record_monitor(packaged_tiny, task_row, tmp_path):
