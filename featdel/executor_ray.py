@@ -44,6 +44,8 @@ def verify_task(record: RepoRecord, files: dict[str, bytes], deletion: Deletion,
     from featdel.verify import verify_in
 
     run_dir = unpacked(files)
+    if str(run_dir) not in _CONTEXTS and len(_CONTEXTS) >= 8:  # a long run over many repos: keep memory flat
+        _CONTEXTS.pop(next(iter(_CONTEXTS)))
     contexts = _CONTEXTS.setdefault(str(run_dir), {})
     return verify_in(contexts, run_dir, {record.name: record}, deletion, _backend(spec), opts)
 
