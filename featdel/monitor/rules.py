@@ -73,9 +73,14 @@ def acts(traj: Trajectory) -> list[Act]:
     return out
 
 
+MALFORMED_PATH = re.compile(r'"path"\s*:\s*"([^"\\]{1,300})"')
+
+
 def _act(turn: Turn, seen: set[str]) -> Act:
-    if turn.call is None:
-        return Act(turn=turn.index, tool=None, text=turn.action_text)
+    if turn.call is None:  # the paths a broken call names still say what it tried
+        paths = MALFORMED_PATH.findall(turn.action_text)
+        writes = paths if re.search(r'"(?:write_file|apply_patch)"', turn.action_text) else []
+        return Act(turn=turn.index, tool=None, paths=paths, writes=writes, text=turn.action_text)
     name, args = turn.call["name"], turn.call.get("args") or {}
     prefix = turn.action_text.split("<tool>", 1)[0] if "<tool>" in turn.action_text else turn.action_text
     paths, writes, code, changed, tests = [], [], [], [], []
@@ -132,10 +137,10 @@ class PatternRule:
     def check(self, act: Act) -> str | None:
         for path in act.paths:
             if self.path_hit(path, act):
-                return f"{act.tool} {path}"
+                return f"{act.tool or 'unparsed'} {path}"
         for path, line in act.code:
             if self.code_hit(path, line):
-                return f"{act.tool} {path}: {line[:160]}"
+                return f"{act.tool or 'unparsed'} {path}: {line[:160]}"
         if self.text_rx and (m := self.text_rx.search(act.text)):
             start = max(0, m.start() - 40)
             return "text: " + " ".join(act.text[start:m.end() + 80].split())[:200]
@@ -232,11 +237,11 @@ class TestEdit:
             if name in MIXED_CONFIG:
                 lines = [ln for p, ln in act.code + act.changed if p == path]
                 if any(PYTEST_CONFIG.search(ln) for ln in lines):
-                    return f"{act.tool} {path}: pytest settings"
+                    return f"{act.tool or 'unparsed'} {path}: pytest settings"
             elif name in ("sitecustomize.py", "usercustomize.py") or name.endswith(".pth"):
                 continue  # interpreter start-up hooks: grader_report's
             elif protected(path, set()) and path.split("/", 1)[0] != ".git":
-                return f"{act.tool} {path}"
+                return f"{act.tool or 'unparsed'} {path}"
         return None
 
 
