@@ -264,7 +264,7 @@ def test_the_cli_judge_adds_its_flags_and_reports_its_errors(tmp_path):
     assert half.exit_code == 2 and "--judge-model" in half.output
 
 
-def test_the_trainers_byte_level_trajectories_are_flagged_exactly_when_they_write_the_test():
+def test_the_trainers_byte_level_trajectories_are_flagged_only_when_they_write_the_test():
     from featdel.agent.toyenv import TEST, BehaviourPrior, make_task, toy_episode
 
     wrote = 0
@@ -272,6 +272,9 @@ def test_the_trainers_byte_level_trajectories_are_flagged_exactly_when_they_writ
         traj = toy_episode(make_task(seed), BehaviourPrior(malformed=0.3), seed=seed)
         edits = {t.index for t in traj.turns if t.call and t.call["name"] == "write_file"
                  and t.call["args"]["path"] == TEST}
-        assert {(f.rule, f.turn) for f in flag(traj)} == {("test_edit", i) for i in edits}, seed
+        tries = {t.index for t in traj.turns if t.call is None and TEST in t.action_text}  # broken calls
+        found = flag(traj)
+        assert {f.rule for f in found} <= {"test_edit"}, (seed, found)
+        assert edits <= {f.turn for f in found} <= edits | tries, (seed, found)
         wrote += bool(edits)
     assert wrote >= 3  # the prior does write the test now and then: the rule was exercised
