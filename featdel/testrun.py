@@ -219,6 +219,7 @@ class SuiteRunner:
             self._boxes[workdir] = self.backend.open(self._spec(workdir, out_dir, sealed, 900.0))
         sandbox = self._boxes[workdir]
         if tree is not None:
+            _empty(workdir)  # only after a run that failed to hand its tree back is anything left
             _move_entries(tree, workdir)
         try:
             hand_over(workdir)
