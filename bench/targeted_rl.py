@@ -56,6 +56,7 @@ def parse_args(argv=None):
     ap.add_argument("--warmup-batch", type=int, default=8)
     ap.add_argument("--max-turns", type=int, default=5, help="turns per episode (the ideal needs 3 or 4)")
     ap.add_argument("--final-window", type=int, default=5)
+    ap.add_argument("--signal-episodes", type=int, default=40, help="prior episodes for the hint-signal check")
     ap.add_argument("--workers", type=int, default=2, help="processes (one thread each); 1 runs in this process")
     ap.add_argument("--out", type=Path, default=Path("runs/targeted_rl"))
     ap.add_argument("--png", type=Path, default=None)
@@ -225,6 +226,42 @@ def rollouts(model, tasks, k: int, config, seeds) -> list:
         return list(pool.map(one, jobs))
 
 
+def hint_signal(model, episodes: int = 40) -> dict:
+    """Does a hint move this model away from the action it targets? For each hinted turn of the
+    behaviour prior's episodes: log p(action | context + hint) - log p(action | context), summed
+    over the action's tokens; mean and count per rule. Negative: the teacher disowns the action,
+    which is what the distillation term needs to carry signal."""
+    import torch
+    from featdel.trainer.rl_loss import insert_hint
+
+    from featdel.agent.toyenv import BehaviourPrior, make_task, toy_episode
+
+    prior, out = BehaviourPrior(), {}
+    for i in range(episodes):
+        traj = toy_episode(make_task(7_000_000 + i), prior, seed=7_000_000 + i)
+        turns = {t.index: t for t in traj.turns}
+        for hint in traj.hints:
+            turn, ids = turns[hint.turn], hint.ids()
+            teacher_ids, where = insert_hint(traj.tokens, hint.at, ids)
+            with torch.no_grad():
+                lp_s = torch.log_softmax(model(torch.tensor([traj.tokens[:-1]])).float(), -1)[0]
+                lp_t = torch.log_softmax(model(torch.tensor([teacher_ids[:-1]])).float(), -1)[0]
+            pos = range(turn.action_start, turn.action_start + len(turn.action_ids))
+            delta = sum(lp_t[where[p] - 1, traj.tokens[p]].item() - lp_s[p - 1, traj.tokens[p]].item() for p in pos)
+            out.setdefault(hint.rule, []).append(delta)
+    return {rule: {"n": len(d), "mean": statistics.mean(d)} for rule, d in sorted(out.items())}
+
+
+def warmup_hint_signal(args) -> dict:
+    import torch
+    from featdel.trainer.model import Transformer
+
+    torch.set_num_threads(1)
+    model = Transformer(args.preset)
+    model.load_state_dict(torch.load(args.out / f"warmup-seed{args.warmup_seed}.pt"))
+    return hint_signal(model, args.signal_episodes)
+
+
 def task_seed(seed: int, step: int, j: int) -> int:
     """The j-th task of a step: a pure function of (seed, step, j), so both arms see the same tasks."""
     return 1_000_000 * (seed + 1) + 1000 * step + j
@@ -290,6 +327,7 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     warm = warm_up(args, args.warmup_seed)
+    warm["hint_signal"] = warmup_hint_signal(args)
     print(f"warm-up: {warm}", flush=True)
     rl_started = time.monotonic()
     jobs = [(args, s, a) for a in sorted(args.arms, key=lambda a: not ARMS[a]) for s in args.seeds]  # slow arm first

@@ -180,7 +180,7 @@ def test_lockstep_sampling_scores_each_row_as_it_would_alone(bench):
 def test_two_steps_of_the_experiment_run_both_arms_with_finite_losses(tmp_path, bench):
     rc = bench.main(["--seeds", "0", "--steps", "2", "--k", "2", "--tasks", "1", "--max-turns", "1",
                      "--warmup-episodes", "4", "--warmup-steps", "2", "--warmup-batch", "2", "--final-window", "1",
-                     "--workers", "1", "--out", str(tmp_path)])
+                     "--signal-episodes", "3", "--workers", "1", "--out", str(tmp_path)])
     assert rc == 0
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert {(r["arm"], r["step"]) for r in rows} == {(a, s) for a in ("trajectory", "hints") for s in (0, 1)}
@@ -193,3 +193,5 @@ def test_two_steps_of_the_experiment_run_both_arms_with_finite_losses(tmp_path, 
     assert any(r["targeted_tokens"] > 0 for r in rows if r["arm"] == "hints")
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert set(summary["final"]) == {"trajectory", "hints"} and (tmp_path / "warmup-seed0.pt").exists()
+    signal = summary["warmup"]["hint_signal"]
+    assert signal and all(v["n"] > 0 and math.isfinite(v["mean"]) for v in signal.values())
