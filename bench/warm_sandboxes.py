@@ -56,8 +56,9 @@ class Timed:
 
     def open(self, spec):
         box = self._timed(self.backend.open, spec)
-        for method in ("reset", "close"):
-            setattr(box, method, (lambda fn: lambda: self._timed(fn))(getattr(box, method)))
+        reset, close = box.reset, box.close
+        box.reset = lambda: self._timed(reset)
+        box.close = lambda: self._timed(close)
         return box
 
 
