@@ -361,6 +361,7 @@ def run(
 
       featdel run --corpus corpora/pypi.toml --out runs/d --executor ray --address auto --sandbox docker
     """
+    from featdel.errors import FeatdelError
     from featdel.package import package as write
     from featdel.progress import StepProgress, verdict_summary
     from featdel.rundir import RunDir
@@ -369,6 +370,9 @@ def run(
 
     with cli_errors(verbose):
         options = _agent_options(agent_url, agent_model, agent_turns, strategy)
+        if options is not None and target_pass_rate is not None:
+            raise FeatdelError("--target-pass-rate steers the rule strategies only: run the agent strategy without it "
+                               "(drop --target-pass-rate, or the --agent-* options)")
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
         where = executor_from(executor, address, workers)
         _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers, where)

@@ -104,6 +104,9 @@ class Deletion:
     # a problem statement the deletion came with (the `agent` strategy's model may write one):
     # verify leak-audits it and packages it in place of the generated one; "" means generate
     statement: str = ""
+    # what making it cost a language model (the `agent` strategy): requests, prompt_tokens,
+    # completion_tokens as the server reported them (featdel.llm.ChatClient.usage)
+    usage: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def to_json(record: Any) -> str:

@@ -117,7 +117,8 @@ def test_untrusted_calls_get_error_replies_and_the_loop_goes_on(repo):
 
 def test_an_agent_that_changes_nothing_is_refused_after_its_turns(repo):
     script = ["I would rather not.", calls(("list_dir", {})), "still thinking"]
-    with scripted_server(script) as srv, pytest.raises(NotApplicable, match=r"changed nothing \(ran out of 3 turns\)") as info:
+    refused = r"changed nothing \(ran out of 3 turns; 3 requests, "
+    with scripted_server(script) as srv, pytest.raises(NotApplicable, match=refused) as info:
         delete(repo, cand(), "agent", check=import_check(repo), options=options(srv.url, turns=3))
     assert not isinstance(info.value, RolledBack)
     assert len(srv.requests) == 3
@@ -178,6 +179,7 @@ def test_a_feature_deleted_across_two_files_verifies_and_packages(mined, tmp_pat
     run_dir, rd, srv = run_agent(mined, tmp_path, script, local_backend)
     [d] = rd.deletions()
     assert set(d.files) == {"agentlib/words.py", "agentlib/__init__.py"} and d.statement == STATEMENT
+    assert d.usage["requests"] == len(srv.requests) == 3 and d.usage["prompt_tokens"] > 0  # what it cost, recorded
     [v] = rd.verdicts()
     assert v.status == VerdictStatus.VERIFIED, v.reason
     assert v.FAIL_TO_PASS == ["tests/test_shout.py::test_shout", "tests/test_shout.py::test_shout_empty"]
@@ -212,7 +214,7 @@ def test_an_edit_that_breaks_the_import_is_rolled_back_and_recorded(mined, tmp_p
     assert rd.deletions() == []
     [v] = rd.verdicts()
     assert (v.status, v.stage, v.strategy) == (VerdictStatus.REJECTED, "build", "agent")
-    assert "the agent's edit fails the check (called done)" in v.reason and "shout" in v.reason
+    assert "the agent's edit fails the check (called done; 2 requests, " in v.reason and "shout" in v.reason
     assert len(srv.requests) == 2 and json.loads(srv.requests[1]["messages"][2]["tool_calls"][0]["function"]
                                                  ["arguments"])["path"] == "agentlib/words.py"
 
@@ -229,6 +231,11 @@ def test_cli_runs_the_agent_and_refuses_it_without_a_model(mined, tmp_path):
     assert missing.exit_code == 2 and "--strategy agent needs --agent-url URL and --agent-model NAME" in missing.output
     half = runner.invoke(app, ["delete", str(run_dir), "--agent-url", "http://127.0.0.1:1/v1"])
     assert half.exit_code == 2 and "give both" in half.output
+    steered = runner.invoke(app, ["run", "--out", str(tmp_path / "steered"), "--target-pass-rate", "0.3",
+                                  "--learner", "l", "-s", "agent", "--agent-url", "http://127.0.0.1:1/v1",
+                                  "--agent-model", "m"])
+    assert steered.exit_code == 2 and "--target-pass-rate steers the rule strategies only" in steered.output
+    assert not (tmp_path / "steered").exists()  # refused before any work
     script = [calls(("write_file", {"path": "agentlib/words.py", "content": WORDS_WITHOUT_SHOUT}), ("done", {}))]
     with scripted_server(script) as srv:
         ok = runner.invoke(app, ["delete", str(run_dir), "-s", "agent", "--agent-url", srv.url, "--agent-model", "m",

@@ -64,6 +64,16 @@ def test_train_writes_everything_resumes_and_refuses_another_run(packaged_tiny, 
     assert "holds another run" in other.stderr and "seed was 0 now 1" in other.stderr
     assert len(other.stderr.strip().splitlines()) == 1
 
+    # the checkpoint is a learner for `featdel solve --policy`: one prediction and trajectory per task
+    preds = tmp_path / "preds.jsonl"
+    solved = subprocess.run([FEATDEL, "solve", "--tasks", str(packaged_tiny), "--policy", str(out), "--out",
+                             str(preds), "--max-turns", "2"], capture_output=True, text=True, timeout=900)
+    assert solved.returncode == 0, solved.stdout + solved.stderr
+    rows = [json.loads(line) for line in preds.read_text().splitlines()]
+    tasks = {t.instance_id for t in read_trajectories(preds.with_name("preds_trajectories.jsonl"))}
+    assert rows and {r["model_name_or_path"] for r in rows} == {str(out)}
+    assert {r["instance_id"] for r in rows} == tasks and all("model_patch" in r for r in rows)
+
 
 @pytest.mark.skipif(shutil.which("torchrun", path=str(Path(sys.executable).parent)) is None,
                     reason="torchrun is not installed beside this python")

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 
 from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, TransformerPolicy, encode  # noqa: E402
 from featdel.agent.trajectory import Hint, Trajectory, Turn  # noqa: E402
-from featdel.trainer.rl import RLConfig, Teacher, rl_step, to_batch, usable  # noqa: E402
+from featdel.trainer.rl import RLConfig, Teacher, rl_step, to_batch, usable, with_signal  # noqa: E402
 from featdel.trainer.train import TrainConfig, build  # noqa: E402
 
 
@@ -69,6 +69,20 @@ def test_broken_trajectories_are_left_out(model_opt):
     good = fake_episode(policy, reward=1.0)
     broken = fake_episode(policy, rollout=1, status="broken")
     assert usable([good, broken]) == [good]
+
+
+def test_signal_is_a_reward_difference_within_a_task_or_a_hint(model_opt):
+    model, _ = model_opt
+    policy = TransformerPolicy(model)
+    same = [fake_episode(policy, iid="a", rollout=i, reward=1.0) for i in range(2)]
+    differ = [fake_episode(policy, iid="b", rollout=i, reward=float(i)) for i in range(2)]
+    hinted = fake_episode(policy, iid="c", hint_turn=0)
+    assert with_signal(same) == 0  # equal rewards: every advantage is zero
+    assert with_signal(same + differ) == 2
+    assert with_signal(same + [hinted]) == 1 and with_signal(same + [hinted], hints=False) == 0
+    # a difference only across tasks is no signal: advantages are taken within a task's group
+    assert with_signal([same[0], fake_episode(policy, iid="d", reward=0.0)]) == 0
+    assert with_signal([differ[0], fake_episode(policy, iid="b", rollout=1, reward=1.0, status="broken")]) == 0
 
 
 def test_a_hint_targets_exactly_its_turn_and_changes_the_weights(model_opt):

@@ -93,6 +93,18 @@ def usable(trajectories) -> list:
     return [t for t in trajectories if t.status != "broken" and len(t.tokens) > 1 and any(t.mask)]
 
 
+def with_signal(trajectories, *, hints: bool = True) -> int:
+    """How many usable trajectories carry a gradient: in a group (a task's rollouts) whose rewards
+    differ, or hinted when the distillation term is on. With none on any rank the step is skipped:
+    Sharded Muon would otherwise keep stepping at full size along its decaying momentum (the
+    Newton-Schulz update is normalised), learning from nothing."""
+    batch = usable(trajectories)
+    rewards: dict[str, set[float]] = {}
+    for t in batch:
+        rewards.setdefault(t.instance_id, set()).add(float(t.reward))
+    return sum(1 for t in batch if len(rewards[t.instance_id]) > 1 or (hints and t.hints))
+
+
 def to_batch(trajectories) -> RLBatch:
     """Right-padded tensors over `trajectories` (groups numbered by first appearance of their task)."""
     if not trajectories:

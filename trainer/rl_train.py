@@ -102,7 +102,7 @@ def train_rl(opts: RLTrainOptions, *, log=print, progress: bool = True) -> RLTra
     from featdel.agent.episode import EpisodeConfig, load_agent_tasks
     from featdel.curriculum.store import default_path
     from featdel.sandboxes import get_backend
-    from featdel.trainer.rl import RLConfig
+    from featdel.trainer.rl import RLConfig, with_signal
     from featdel.trainer.rl_presets import preset as get_preset
 
     rank, world = _dist()
@@ -149,8 +149,8 @@ def train_rl(opts: RLTrainOptions, *, log=print, progress: bool = True) -> RLTra
         trajs = _monitor(trajs)
         rollout_s = time.monotonic() - t0
         t1 = time.monotonic()
-        usable = sum(_gather(sum(1 for t in trajs if t.status != "broken" and any(t.mask)), world))
-        m = _update(model, opt, trajs, rl_cfg, teacher, usable)
+        signal = sum(_gather(with_signal(trajs, hints=rl_cfg.hints), world))
+        m = _update(model, opt, trajs, rl_cfg, teacher, signal)
         if rl_cfg.teacher == "ema":
             teacher.update(_full(model, dims))
         train_s = time.monotonic() - t1
@@ -275,10 +275,10 @@ def _monitor(trajs: list) -> list:
     return out
 
 
-def _update(model, opt, trajs, cfg, teacher, usable_everywhere: int) -> dict:
+def _update(model, opt, trajs, cfg, teacher, signal_everywhere: int) -> dict:
     from featdel.trainer.rl import rl_step
 
-    if not usable_everywhere:  # no rank has anything to learn from: no step at all
+    if not signal_everywhere:  # no rank has a reward difference or a hint: no step at all (rl.with_signal)
         return {"skipped": 1, "trajectories": len(trajs), "hints": sum(len(t.hints) for t in trajs)}
     return rl_step(model, opt, trajs, cfg=cfg, teacher=teacher)
 

@@ -270,7 +270,9 @@ class AgentStrategy(KindStrategy):
             shutil.copytree(root, work, symlinks=True, ignore=_IGNORE)
             session = run_session(client, Path(root), work, candidate, check, self.config.max_turns)
             edits = session.edits()
-        ended = "called done" if session.done else f"ran out of {self.config.max_turns} turns"
+        used = client.usage
+        ended = (("called done" if session.done else f"ran out of {self.config.max_turns} turns")
+                 + f"; {used['requests']} requests, {used['prompt_tokens']}+{used['completion_tokens']} tokens")
         if not edits:
             raise NotApplicable(f"the agent changed nothing ({ended})")
         ok, reason = passes(check, edits)
@@ -283,4 +285,4 @@ class AgentStrategy(KindStrategy):
                                  deleted=seen.deleted, files=edits, removed=seen.removed, stubbed=seen.stubbed,
                                  wiring=seen.wiring)
         # the model's statement, when it wrote one, is what verify leak-audits and package ships
-        return dataclasses.replace(deletion, statement=session.statement)
+        return dataclasses.replace(deletion, statement=session.statement, usage=dict(used))
