@@ -7,6 +7,10 @@ test-seconds per valid task for each and their ratio, and how well the labels ag
 verdict, identical F2P lists, and selected P2P contained in the full-suite P2P.
 
     .venv/bin/python bench/validation_selection.py [--candidates 8] [pypi:NAME==VER ...]
+
+Also prints the ratio over every candidate both modes finished (rejected ones included), since
+on a large suite few candidates may verify. `--workdir DIR` keeps the runs (verdicts.jsonl per
+mode) for inspection after a long run.
 """
 
 from __future__ import annotations
@@ -32,13 +36,16 @@ def main() -> None:
     parser.add_argument("sources", nargs="*", default=DEFAULT)
     parser.add_argument("--candidates", type=int, default=4, help="deletions per repository")
     parser.add_argument("--reruns", type=int, default=2)
+    parser.add_argument("--strategies", nargs="+", default=["body", "function", "method", "class", "feature"])
+    parser.add_argument("--workdir", type=Path, help="keep the runs here (default: a temporary dir, removed)")
     args = parser.parse_args()
     backend = get_backend("local")
-    root = Path(tempfile.mkdtemp(prefix="featdel-bench-"))
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="featdel-bench-"))
+    root.mkdir(parents=True, exist_ok=True)
     base = root / "base"
     records = mine([CorpusEntry(source=s, overrides=Overrides()) for s in args.sources], base, backend=backend)
     print("mined:", ", ".join(f"{r.name} ({r.status}, {r.passed} passing)" for r in records))
-    delete_all(base, strategies=["body", "function", "method", "class", "feature"], max_candidates=args.candidates,
+    delete_all(base, strategies=args.strategies, max_candidates=args.candidates,
                seed=0, keep_docstrings=True, check_for=lambda r: make_check(RepoContext.load(base, r), backend))
     results: dict[str, dict[str, Verdict]] = {}
     for mode in ("selected", "full"):
@@ -57,6 +64,13 @@ def main() -> None:
         print(f"{mode:<10}{len(verdicts):>11}{len(ok):>10}{seconds:>10.1f}{per_task[mode]:>10.2f}")
     print(f"\nfull-suite / coverage-selected test-seconds per valid task: {per_task['full'] / per_task['selected']:.2f}x")
     both = [i for i in sel if i in full]
+    print(f"\n{'candidate':<60}{'verdict (selected / full)':>34}{'selected s':>12}{'full s':>9}")
+    for i in both:
+        print(f"{i[:59]:<60}{sel[i].status + '/' + sel[i].stage + ' ' + full[i].status + '/' + full[i].stage:>34}"
+              f"{sel[i].test_seconds:>12.1f}{full[i].test_seconds:>9.1f}")
+    spent = {mode: sum(r[i].test_seconds for i in both) for mode, r in results.items()}
+    print(f"full-suite / coverage-selected test-seconds per candidate, over all {len(both)}: "
+          f"{spent['full'] / max(spent['selected'], 1e-9):.2f}x")
     same_status = sum(sel[i].status == full[i].status for i in both)
     verified = [i for i in both if sel[i].status == full[i].status == VerdictStatus.VERIFIED]
     same_f2p = sum(sel[i].FAIL_TO_PASS == full[i].FAIL_TO_PASS for i in verified)
@@ -68,7 +82,8 @@ def main() -> None:
             extra = sorted(set(full[i].FAIL_TO_PASS) - set(sel[i].FAIL_TO_PASS))[:3]
             print(f"  differs: {i}: {sel[i].status}/{sel[i].stage} vs {full[i].status}/{full[i].stage}; "
                   f"F2P only in full: {extra}")
-    shutil.rmtree(root, ignore_errors=True)
+    if args.workdir is None:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

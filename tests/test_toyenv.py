@@ -195,3 +195,19 @@ def test_two_steps_of_the_experiment_run_both_arms_with_finite_losses(tmp_path, 
     assert set(summary["final"]) == {"trajectory", "hints"} and (tmp_path / "warmup-seed0.pt").exists()
     signal = summary["warmup"]["hint_signal"]
     assert signal and all(v["n"] > 0 and math.isfinite(v["mean"]) for v in signal.values())
+
+
+def test_the_experiment_skips_steps_without_signal_and_distils_over_the_full_vocabulary(tmp_path, bench):
+    rc = bench.main(["--seeds", "0", "--steps", "2", "--k", "2", "--tasks", "1", "--max-turns", "1",
+                     "--warmup-episodes", "4", "--warmup-steps", "2", "--warmup-batch", "2", "--final-window", "1",
+                     "--signal-episodes", "3", "--workers", "1", "--out", str(tmp_path), "--skip-no-signal",
+                     "--distill", "full"])
+    assert rc == 0
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    for r in rows:
+        if r["arm"] == "trajectory":  # one group of two: a gradient only when their rewards differ
+            assert (r.get("skipped") == 1) == (r["reward"] in (0.0, 1.0))
+        else:  # hinted turns always carry the distillation gradient
+            assert "skipped" not in r and r["targeted_tokens"] > 0 and r["distill"] > 0
+        if r.get("skipped"):
+            assert r["update"] == 0.0
