@@ -32,7 +32,7 @@ from pathlib import Path
 from featdel import tamper, trees
 from featdel.envs import Env
 from featdel.errors import SandboxError
-from featdel.spans import is_test_path
+from featdel.spans import is_doctest, is_test_path
 
 # Files whose content always comes from the task, whatever the patch does to them.
 PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini",
@@ -114,7 +114,9 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
         except trees.PatchError as exc:
             return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
                                reason=f"the patch does not apply: {exc}"), {}
-    test_files = {t.split("::", 1)[0] for t in task.fail_to_pass + task.pass_to_pass}
+    # files that hold tests come from the task; a source module is not one for holding doctests
+    # (the patch must be able to edit it: verify keeps doctests out of FAIL_TO_PASS for that)
+    test_files = {t.split("::", 1)[0] for t in task.fail_to_pass + task.pass_to_pass if not is_doctest(t)}
     changes = trees.changed_files(start, learner)
     carried = sorted(p for p in changes if not protected(p, test_files) and trees.plain_path(learner, p)
                      and trees.plain_path(start, p))

@@ -118,6 +118,14 @@ def python_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
+def is_doctest(test_id: str) -> bool:
+    """A pytest doctest item (`pkg/mod.py::pkg.mod.func`, `README.rst::README.rst`): its examples
+    and their expected output live in a source or text file, not in a test module. A test
+    function's name holds no dot (a parametrize id in brackets may)."""
+    path, sep, name = test_id.partition("::")
+    return bool(sep) and ("." in name.split("[", 1)[0] or not path.endswith(".py"))
+
+
 def is_test_path(rel: str) -> bool:
     """Test code by the usual conventions: never a deletion target."""
     parts = rel.split("/")

@@ -45,7 +45,7 @@ from featdel.errors import SandboxError
 from featdel.grade import GradeStatus, GradeTask, grade
 from featdel.records import Deletion, RepoRecord, Verdict, VerdictStatus
 from featdel.rundir import RunDir
-from featdel.spans import has_syntax_error
+from featdel.spans import has_syntax_error, is_doctest
 from featdel.testrun import RunOptions, SuiteRun, SuiteRunner
 
 
@@ -144,7 +144,7 @@ def build_check(ctx: RepoContext, tree: Path, runner: SuiteRunner, deleted_files
     if allowed_out is not None:
         allowed_out |= ok
     expected = {t for t in ctx.collected if t.split("::")[0] not in deleted_files | ok}
-    missing = expected - set(run.collected)
+    missing = expected - set(run.collected) - gone_doctests(expected, deleted_names)
     if missing:
         return f"{len(missing)} baseline tests are no longer collected, e.g. {sorted(missing)[0]}"
     return None
@@ -167,6 +167,13 @@ def make_check(ctx: RepoContext, backend):
         return check
 
     return factory
+
+
+def gone_doctests(tests, names: set[str]) -> set[str]:
+    """The doctests among `tests` that a removed definition takes with it (`pkg.mod.Class.name`
+    goes with `name`): pytest no longer collects them, and naming one on its command line would
+    stop the whole run ("not found")."""
+    return {t for t in tests if is_doctest(t) and t.partition("::")[2].rpartition(".")[2] in names}
 
 
 def removed_names(original: Path, edits: dict[str, str | None]) -> set[str]:
@@ -296,13 +303,17 @@ def _verify(ctx, deletion: Deletion, runner: SuiteRunner, opts: VerifyOptions, s
                 raise Rejected("build", f"{path} does not parse after the deletion")
         original = trees.extract(ctx.snapshot, Path(tmp) / "original")
         unimportable: set[str] = set()
-        reason = build_check(ctx, fresh("build"), runner, deleted_files, removed_names(original, deletion.files),
-                             unimportable)
+        names = removed_names(original, deletion.files)
+        reason = build_check(ctx, fresh("build"), runner, deleted_files, names, unimportable)
         if reason:
             raise Rejected("build", reason)
         tied, sample = select_tests(ctx, deletion, opts, unimportable)
         if not tied:
             raise Rejected("tests", "no passing baseline test executes the deleted code")
+        gone = gone_doctests(ctx.collected, names)
+        tied, sample = [t for t in tied if t not in gone], [t for t in sample if t not in gone]
+        if not tied:
+            raise Rejected("tests", f"only the deleted code's own doctests execute it, e.g. {sorted(gone)[0]}")
         selected = tied + sample
         runs = [_run(ctx, runner, fresh(f"run{i}"), selected, opts, spent, "tests") for i in range(opts.reruns)]
         failing = [t for t in selected if all(r.outcomes.get(t, "missing") in ("failed", "error", "missing") for r in runs)]
@@ -311,6 +322,13 @@ def _verify(ctx, deletion: Deletion, runner: SuiteRunner, opts: VerifyOptions, s
             if flipped:
                 raise Rejected("reruns", f"outcomes changed across {opts.reruns} runs, e.g. {flipped[0]}")
             raise Rejected("tests", f"none of the {len(tied)} tests tied to the deleted code fails")
+        # A doctest's expected output sits in a source file the learner may edit (the grader
+        # carries edits to it), so rewriting a docstring could pass it: never a reward.
+        doctests = [t for t in failing if is_doctest(t)]
+        failing = [t for t in failing if not is_doctest(t)]
+        if not failing:
+            raise Rejected("tests", f"only doctests fail ({len(doctests)}, e.g. {doctests[0]}); a learner could "
+                                    "pass them by editing the docstring")
         stubbed = _stub_passes(ctx, deletion, original, failing, runner, opts, spent, Path(tmp))
         failing = [t for t in failing if t not in stubbed]
         if not failing:
@@ -334,7 +352,8 @@ def _verify(ctx, deletion: Deletion, runner: SuiteRunner, opts: VerifyOptions, s
         # the start state (tests a trivial body passes, tests the deletion breaks that coverage
         # did not tie to it): the fix must make those pass too, so they stay. The empty patch
         # (no-op) and the gold patch go through the grader learners are scored by.
-        p2p = [t for t in ctx.passing if t.split("::")[0] not in deleted_files and t not in set(failing)]
+        p2p = [t for t in ctx.passing if t.split("::")[0] not in deleted_files and t not in set(failing)
+               and t not in gone]
         timeout = opts.run_timeout(ctx)
         noop = grade(grade_task(ctx, deletion_patch, patch, failing, p2p, timeout), "", runner.backend, runner=runner)
         spent.append(noop.seconds)

@@ -1,0 +1,63 @@
+"""Doctests on a real mined library (pytest `--doctest-modules`): a doctest's examples and
+expected output live in the source module the learner edits, so
+
+- a doctest is never FAIL_TO_PASS (rewriting the docstring would pass it): a deletion only
+  doctests notice is rejected at `tests`;
+- a source module is not a test file for holding doctests: the grader carries the patch's edits
+  to it (before, a P2P doctest in the module the gold patch restores made the gold unresolved).
+"""
+
+import pytest
+
+from featdel.records import VerdictStatus
+from featdel.spans import is_doctest
+from tests.conftest import delete_and_verify, mine_tiny
+
+DOCLIB = {
+    "pyproject.toml": (
+        '[project]\nname = "doclib"\nversion = "0.1"\n'
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[tool.pytest.ini_options]\naddopts = "--doctest-modules"\n'
+    ),
+    "doclib/__init__.py": "from doclib.calc import double, halve, triple\n",
+    "doclib/calc.py": (
+        'def double(x):\n    """Twice x.\n\n    >>> double(2)\n    4\n    """\n    return x * 2\n\n\n'
+        'def triple(x):\n    """Three times x.\n\n    >>> triple(2)\n    6\n    """\n    return x * 3\n\n\n'
+        'def halve(x):\n    """Half of x; only its doctest checks it.\n\n    >>> halve(4)\n    2.0\n    """\n'
+        '    return x / 2\n\n\n'
+        'def half(x):\n    y = x * 0.5\n    return y\n\n\n'
+        'def quarter(x):\n    """A quarter of x.\n\n    >>> quarter(8)\n    2.0\n    """\n    return half(half(x))\n'
+    ),
+    "tests/test_calc.py": (
+        "from doclib import double, triple\n\n\n"
+        "def test_double():\n    assert double(3) == 6\n\n\n"
+        "def test_double_negative():\n    assert double(-1) == -2\n\n\n"
+        "def test_triple():\n    assert triple(3) == 9\n"
+    ),
+}
+
+
+def test_doctest_ids():
+    assert is_doctest("doclib/calc.py::doclib.calc.double") and is_doctest("README.rst::README.rst")
+    assert not is_doctest("tests/test_calc.py::test_double")
+    assert not is_doctest("tests/test_calc.py::TestCalc::test_double[1.5-x.y]")
+
+
+def test_doctests_are_never_the_reward_and_their_modules_stay_editable(tmp_path_factory, featdel_cache,
+                                                                       local_backend):
+    from featdel.verify import RepoContext
+
+    run_dir, record = mine_tiny(tmp_path_factory, "doclib", DOCLIB, local_backend)
+    assert "doclib/calc.py::doclib.calc.triple" in RepoContext.load(run_dir, record).passing
+    verdicts = {v.target.split("::")[-1]: v for v in
+                delete_and_verify(run_dir, local_backend, strategies=["function"], max_candidates=5, reruns=1)}
+    double = verdicts["double"]
+    assert double.status == VerdictStatus.VERIFIED, double.reason
+    assert double.FAIL_TO_PASS == ["tests/test_calc.py::test_double", "tests/test_calc.py::test_double_negative"]
+    assert "doclib/calc.py::doclib.calc.triple" in double.PASS_TO_PASS  # a doctest may still be P2P
+    halve = verdicts["halve"]
+    assert (halve.status, halve.stage) == (VerdictStatus.REJECTED, "tests"), halve.reason
+    assert "only the deleted code's own doctests execute it" in halve.reason, halve.reason
+    half = verdicts.get("half") or pytest.fail(str(sorted(verdicts)))  # only quarter's doctest notices: rewriting that docstring would pass it
+    assert (half.status, half.stage) == (VerdictStatus.REJECTED, "tests"), half.reason
+    assert "only doctests fail (1, e.g. doclib/calc.py::doclib.calc.quarter)" in half.reason
