@@ -64,6 +64,9 @@ def parse_args(argv=None):
     # cannot pull up a token the student did not sample; Muon steps at full size on zero gradients
     ap.add_argument("--distill", default="sampled", choices=["sampled", "full", "topk"],
                     help="distillation estimator of the hints arm (trainer.rl_loss.LossConfig.distill)")
+    ap.add_argument("--optimizer", default="muon", choices=["muon", "adamw"],
+                    help="RL optimizer: the trainer's Sharded Muon (matrices at --lr, the rest AdamW at "
+                         "--adamw-lr), or AdamW alone at --adamw-lr for every parameter")
     ap.add_argument("--skip-no-signal", action="store_true",
                     help="no optimizer step when no trajectory carries a gradient (trainer.rl.with_signal), "
                          "as featdel train does")
@@ -288,6 +291,8 @@ def run_arm(args, seed: int, arm: str, log=None) -> list[dict]:
     torch.set_num_threads(1)
     model, opt = build(TrainConfig(model=args.preset, seed=seed, lr=args.lr, adamw_lr=args.adamw_lr))
     model.load_state_dict(torch.load(args.out / f"warmup-seed{args.warmup_seed}.pt"))
+    if args.optimizer == "adamw":  # Adam's step shrinks on noise and on zeros; Muon's does not
+        opt = torch.optim.AdamW(model.parameters(), lr=args.adamw_lr, weight_decay=0.1)
     cfg = RLConfig(hints=ARMS[arm], loss=LossConfig(distill=args.distill))
     teacher = Teacher(model, cfg.teacher) if cfg.hints else None
     config = dataclasses.replace(TOY_CONFIG, max_turns=args.max_turns)

@@ -197,11 +197,11 @@ def test_two_steps_of_the_experiment_run_both_arms_with_finite_losses(tmp_path, 
     assert signal and all(v["n"] > 0 and math.isfinite(v["mean"]) for v in signal.values())
 
 
-def test_the_experiment_skips_steps_without_signal_and_distils_over_the_full_vocabulary(tmp_path, bench):
+def test_the_experiment_skips_steps_without_signal_distils_over_the_vocabulary_with_adamw(tmp_path, bench):
     rc = bench.main(["--seeds", "0", "--steps", "2", "--k", "2", "--tasks", "1", "--max-turns", "1",
                      "--warmup-episodes", "4", "--warmup-steps", "2", "--warmup-batch", "2", "--final-window", "1",
                      "--signal-episodes", "3", "--workers", "1", "--out", str(tmp_path), "--skip-no-signal",
-                     "--distill", "full"])
+                     "--distill", "full", "--optimizer", "adamw"])
     assert rc == 0
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     for r in rows:
