@@ -64,7 +64,8 @@ def audit(found_needles: list[str], roots: list[Path], extra_texts: dict[str, st
           *, third_party: list[Path] = ()) -> str | None:
     """The first place a needle occurs, as "path: needle", or None when clean. Text is matched
     line by line (a needle must be a whole line, as in the deleted code); binary data (bytecode,
-    caches) is searched for the long needles anywhere. In `third_party` trees (an environment's
+    caches) is searched for the long needles anywhere, `extra_texts` (prose such as a problem
+    statement) for every needle anywhere. In `third_party` trees (an environment's
     installed packages) a file must hold two distinct needles (one when there is only one):
     a single generic line such as `return re.sub(` turns up in unrelated libraries."""
     if not found_needles:
@@ -73,8 +74,9 @@ def audit(found_needles: list[str], roots: list[Path], extra_texts: dict[str, st
     as_line = re.compile(rb"(?m)^[ \t]*(?:" + alternation + rb")[ \t]*\r?$")
     longs = [n for n in found_needles if len(n) >= LONG_NEEDLE]
     anywhere = re.compile(b"|".join(re.escape(n.encode()) for n in longs)) if longs else None
+    inline = re.compile(alternation)  # a statement is prose: a short line quoted inside a sentence counts too
     for label, text in (extra_texts or {}).items():
-        hit = _search(text.encode(), as_line, anywhere)
+        hit = _search(text.encode(), as_line, inline)
         if hit:
             return f"{label}: {hit}"
     need = min(2, len(found_needles))

@@ -73,3 +73,18 @@ def test_problem_statement_is_audited(tmp_path):
     needles = leaks.needles([REMOVED], orig, {"pkg/mod.py": OTHER})
     hit = leaks.audit(needles, [], {"problem_statement": "Hint:\n    return normalise_result(total)\n"})
     assert hit and hit.startswith("problem_statement")
+
+
+
+def test_a_short_deleted_line_quoted_inside_a_sentence_of_the_statement_is_found(tmp_path):
+    removed = "def cube_less(x):\n    y = x ** 3 - 7\n    return abs(y)\n"
+    orig = make_repo(tmp_path / "orig", {"pkg/__init__.py": "", "pkg/mod.py": removed + "\n\n" + OTHER}, commit=False)
+    needles = leaks.needles([removed], orig, {"pkg/mod.py": OTHER}, {"def cube_less(x):"})
+    assert needles == ["return abs(y)", "y = x ** 3 - 7"] and all(len(n) < leaks.LONG_NEEDLE for n in needles)
+    quoted = "Compute `y = x ** 3 - 7` first, then take its absolute value."
+    assert leaks.audit(needles, [], {"problem_statement": quoted}) == "problem_statement: y = x ** 3 - 7"
+    assert leaks.audit(needles, [], {"problem_statement": "It cubes x, subtracts 7, returns the size."}) is None
+    # in the tree a short line must be a whole line (inside other text it is too common to count)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text(quoted + "\n")
+    assert leaks.audit(needles, [tmp_path / "notes"]) is None
