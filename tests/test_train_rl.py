@@ -92,6 +92,30 @@ def test_two_ranks_under_torchrun_and_resume_in_one_process(packaged_tiny, tmp_p
     assert "start=1" in one.stdout and [r["step"] for r in metrics(out)] == [1, 2]
 
 
+def test_without_hints_or_a_reward_difference_no_step_is_taken(packaged_tiny, tmp_path):
+    import torch
+
+    from featdel.trainer.checkpoint import load_model
+    from featdel.trainer.model import Transformer
+    from featdel.trainer.rl_presets import preset
+
+    out = tmp_path / "nohints"
+    done = train(packaged_tiny, out, "--no-hints")
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = metrics(out)
+    assert all(r["reward_mean"] == 0.0 for r in rows)  # a random byte model solves nothing
+    assert all(r["skipped_update"] and r["loss"] is None for r in rows)
+    weights = []
+    for step in ("step-000001", "step-000002"):
+        model = Transformer(preset("debug").model)
+        load_model(out / "checkpoints" / step, model)
+        weights.append(torch.cat([q.detach().flatten() for q in model.parameters()]))
+    # an optimizer step on zero advantages would still move the weights (Muon along its
+    # momentum, AdamW by weight decay): skipped, they stay exactly as they were
+    assert torch.equal(weights[0], weights[1])
+    assert len(attempts(out)) == 8  # the rollouts still count as attempts
+
+
 def test_a_flagged_trajectory_earns_nothing():
     from featdel.agent.trajectory import Trajectory, Turn
     from featdel.trainer.rl_train import _monitor
