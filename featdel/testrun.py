@@ -105,6 +105,29 @@ def warm_runner(env: Env, backend, image: str | None = None) -> SuiteRunner:
     return SuiteRunner(env, backend, image=image, warm=True)
 
 
+def sweep_warm_roots(tmp: Path) -> list[Path]:
+    """Remove the warm runners' folders (`featdel-warm-<pid>-*`) whose process is gone: a worker
+    killed mid-candidate (Ray retries it elsewhere) never reaches `close`. A live process's folder
+    is never touched. Returns what was removed."""
+    removed = []
+    for path in tmp.glob("featdel-warm-*-*"):
+        pid = path.name.split("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 class SuiteRunner:
     """Runs commands of one env in sandboxes of one backend: a fresh sandbox per run
     (`warm=False`, usable without `with`) or one warm sandbox per work directory (`warm=True`,
@@ -117,7 +140,8 @@ class SuiteRunner:
 
     def __enter__(self) -> SuiteRunner:
         if self.warm:
-            self._root = Path(tempfile.mkdtemp(prefix="featdel-warm-"))
+            sweep_warm_roots(Path(tempfile.gettempdir()))
+            self._root = Path(tempfile.mkdtemp(prefix=f"featdel-warm-{os.getpid()}-"))
             for name in ("stage", "out", "sealed"):
                 (self._root / name).mkdir()
             (self._root / "out").chmod(0o777)  # coverage data: the sandbox writes here as a non-root user

@@ -123,3 +123,24 @@ def test_a_warm_runner_only_runs_inside_with(env, local_backend):
     runner = warm_runner(env, local_backend)
     with pytest.raises(ValueError, match="with warm_runner"):
         runner.run_suite(RunOptions(timeout_s=60))
+
+
+def test_a_dead_process_s_warm_folder_is_swept_and_a_live_one_is_kept(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import tempfile
+
+    from featdel.testrun import SuiteRunner, sweep_warm_roots
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a real process that has exited: its pid is free
+    dead = tmp_path / f"featdel-warm-{gone.pid}-abc"
+    live = tmp_path / f"featdel-warm-{os.getppid()}-def"
+    other = tmp_path / "featdel-warm-notapid"
+    for d in (dead, live, other):
+        (d / "stage").mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with SuiteRunner(None, None, warm=True) as runner:  # opening a warm runner sweeps first
+        assert runner._root.name.startswith(f"featdel-warm-{os.getpid()}-")
+        assert not dead.exists() and live.exists() and other.exists()
+    assert sweep_warm_roots(tmp_path) == [] and not list(tmp_path.glob(f"featdel-warm-{os.getpid()}-*"))
