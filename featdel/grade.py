@@ -124,7 +124,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     graded = start  # the pristine start state, from here on the tree that is tested
     texts = {}
     for rel in carried:
-        texts[rel] = (trees.read_text(start, rel), trees.read_text(learner, rel))
+        texts[rel] = tuple((t / rel).read_bytes() if (t / rel).is_file() else None for t in (start, learner))
         trees.copy_path(learner, graded, rel)
     if task.test_patch:
         trees.apply_patch(graded, task.test_patch)
