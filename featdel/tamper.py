@@ -28,7 +28,6 @@ from __future__ import annotations
 import ast
 import base64
 import binascii
-import builtins
 import codecs
 import functools
 import io
@@ -147,6 +146,10 @@ NAME_PATTERNS = (
     ("startup-hook", re.compile(r"(?i)(?<![a-z0-9])conftest(?![a-z0-9])|sitecustomize|usercustomize|\.pth(?!\w)"
                                 r"|pythonstartup")),
 )
+# Every text NAME_PATTERNS or CACHE_PATH can match holds one of these (lower-cased).
+HINTS = ("pytest", "pluggy", "report", "from_item_and_call", "runtestprotocol", "featdel", "conftest", "customize",
+         ".pth", "pythonstartup", ".git", "__pycache__", ".py", "-packages", "_cache", ".dist-info", ".egg-info",
+         ".venv")
 CACHE_PATH = re.compile(r"(?<![\w.])\.git(?![\w-])|__pycache__|\.py[co](?!\w)|site-packages|dist-packages"
                         r"|\.(?:mypy|pytest|ruff)_cache|\.dist-info|\.egg-info|(?<![\w.])\.venv(?!\w)")
 COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")  # PEP 263
@@ -164,8 +167,8 @@ CONST_QUALS = {"os.sep": "/", "os.pardir": "..", "os.curdir": ".", "os.extsep": 
                **{f"string.{k}": getattr(string, k) for k in ("ascii_letters", "ascii_lowercase", "ascii_uppercase",
                                                               "digits", "hexdigits", "octdigits", "punctuation",
                                                               "printable", "whitespace")}}
-BUILTIN_NAMES = frozenset(dir(builtins)) | {"__builtins__", "__cached__"}
 MAX_TEXT = 100_000  # a folded value longer than this is not followed
+MAX_STEPS, MAX_SPENT = 1_000_000, 5_000_000  # folding work per module (steps, characters) before it stops
 _NO = object()  # "not a constant"
 
 
@@ -264,12 +267,14 @@ def _classify(value: str | bytes) -> list[tuple[str, int, str]]:
     value = value[:MAX_TEXT]
     flat = value.replace("\0", "")
     out = []
-    for rule, rx in NAME_PATTERNS:
-        if (m := rx.search(flat) or (flat is not value and rx.search(value))):
-            out.append((rule, m.start(), m.group(0)))
-    if (m := CACHE_PATH.search(flat)):
-        out.append(("cache-path", m.start(), m.group(0)))
-    if OUTSIDE_PATH.search(value) and not DEVICES.fullmatch(value):
+    low = flat.lower()
+    if any(hint in low for hint in HINTS):  # substring tests are cheap, the patterns are not
+        for rule, rx in NAME_PATTERNS:
+            if (m := rx.search(flat) or (flat is not value and rx.search(value))):
+                out.append((rule, m.start(), m.group(0)))
+        if (m := CACHE_PATH.search(flat)):
+            out.append(("cache-path", m.start(), m.group(0)))
+    if (value[:1] in "/~." or "/.." in value) and OUTSIDE_PATH.search(value) and not DEVICES.fullmatch(value):
         out.append(("outside-path", 0, value.split("\0", 1)[0]))
     if (rule := ANY_ATTRS.get(value)) is not None:
         out.append((rule, 0, value))
@@ -418,6 +423,21 @@ def _small(*values) -> bool:
     return all(not isinstance(v, int) or abs(v) <= MAX_TEXT for v in values)
 
 
+def _size(value) -> int:
+    """About how many characters a folded value holds."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (list, tuple)):
+        return len(value) + sum(len(v) for v in value if isinstance(v, (str, bytes)))
+    return len(value) if isinstance(value, dict) else 1
+
+
+def _format(value, spec=""):
+    if WIDE.search(spec):
+        raise ValueError("too wide")
+    return format(value, spec)
+
+
 def _codec(data, encoding="utf-8", errors="strict", *, encode=False):
     info = codecs.lookup(encoding)
     if not (getattr(info, "_is_text_encoding", True) or info.name in ("rot-13", "hex", "base64", "quopri")):
@@ -442,7 +462,7 @@ def _range(*args):
 
 
 FOLDERS = {
-    "chr": chr, "ord": ord, "str": str, "repr": repr, "ascii": ascii, "format": format, "hex": hex, "oct": oct,
+    "chr": chr, "ord": ord, "str": str, "repr": repr, "ascii": ascii, "format": _format, "hex": hex, "oct": oct,
     "bin": bin, "len": len, "abs": abs, "list": list, "tuple": tuple, "sorted": sorted, "range": _range,
     "reversed": lambda x: list(reversed(x)), "int": lambda *a: int(*a) if _small(*a) else _NO,
     "bytes": _to_bytes, "bytearray": _to_bytes, "bytes.fromhex": bytes.fromhex, "bytearray.fromhex": bytes.fromhex,
@@ -458,6 +478,7 @@ STR_METHODS = frozenset({"join", "format", "replace", "upper", "lower", "strip",
                          "partition", "rpartition", "removeprefix", "removesuffix", "zfill", "center", "ljust",
                          "rjust", "splitlines", "hex", "startswith", "endswith", "find", "rfind", "index", "count",
                          "__add__", "__getitem__"})
+WIDE = re.compile(r"\d{6,}|\*")  # a width or precision that could make a huge string
 PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.(?:\d+|\*))?[a-zA-Z%]")
 COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
@@ -472,7 +493,8 @@ def _binop(op: ast.operator, left, right):
         left, right = gap if left is _NO else left, gap if right is _NO else right
         return left + right if isinstance(left, text) and isinstance(right, text) else _NO
     if isinstance(op, ast.Mod) and isinstance(left, str):
-        if _plain(right):
+        values = right if isinstance(right, (tuple, dict)) else (right,)
+        if _plain(right) and not WIDE.search(left) and left.count("%") * max(map(_size, values), default=0) <= MAX_TEXT:
             try:
                 return left % right
             except (TypeError, ValueError, KeyError):
@@ -521,6 +543,13 @@ def _name(value) -> bool:
 NAME_RULES = frozenset(rule for rule, _ in NAME_PATTERNS)
 
 
+@dataclass(frozen=True, slots=True)
+class _Summary:
+    rules: frozenset[str]  # what the string constants in an expression say on their own
+    lines: frozenset[int]  # the lines it is written on, with those of the names it reads
+    decoder: ast.AST | None  # a decoding call or reversing slice in it, if any
+
+
 @functools.lru_cache(maxsize=4096)
 def _name_rules(name: str) -> tuple[str, ...]:
     """The name rules an identifier meets (identifiers repeat: cached)."""
@@ -533,7 +562,7 @@ ATTR_SINKS = frozenset({"__getattribute__", "__getattr__", "__setattr__", "__del
 class _Analysis:
     """Folds, resolves and checks every node of one module; `run()` gives (line, rule) -> why."""
 
-    def __init__(self, tree: ast.AST, own: frozenset[str], depth: int = 0):
+    def __init__(self, tree: ast.AST, own: frozenset[str], depth: int = 0, runs: dict | None = None):
         self.own, self.depth = own, depth
         self.nodes, self.name_scope = _walk_scopes(tree)
         self.memo: dict[int, object] = {}
@@ -541,6 +570,10 @@ class _Analysis:
         self.found: dict[tuple[int, str], str] = {}
         self.skip: set[int] = set()  # string statements (docstrings): text, not code
         self.inner: set[int] = set()  # parts of a string expression already judged as a whole
+        self.summaries: dict[int, _Summary] = {}
+        self.runs: dict[str, dict[tuple[int, str], str]] = {} if runs is None else runs  # exec'd code, by text
+        self.steps = self.spent = 0
+        self.over = False  # the folding budget ran out: what the code builds is not known
 
     def run(self) -> dict[tuple[int, str], str]:
         for node, _ in self.nodes:
@@ -548,6 +581,8 @@ class _Analysis:
                 self._check(node)
             except RecursionError:
                 self.add(getattr(node, "lineno", 0), "unparsable", "nested too deeply to analyse")
+        if self.over:
+            self.add(0, "unparsable", "builds more text than the scan follows")
         return self.found
 
     def add(self, line: int, rule: str, why: str) -> None:
@@ -615,14 +650,20 @@ class _Analysis:
             if key in self.memo:
                 return self.memo[key]
             self.memo[key] = _NO  # a name bound to itself is not a constant
+        self.steps += 1
+        if self.steps > MAX_STEPS or self.spent > MAX_SPENT:
+            self.over = True
+            return _NO
         try:
             value = self._val(node, env)
         except RecursionError:
             raise
         except Exception:  # folding runs library code on odd input: any failure means "not known"
             value = _NO
-        if isinstance(value, (str, bytes, list, tuple, dict)) and len(value) > MAX_TEXT:
-            value = _NO
+        if value is not _NO and (size := _size(value)) > 1:
+            self.spent += size
+            if size > MAX_TEXT:
+                value = _NO
         if not env:
             self.memo[id(node)] = value
         return value
@@ -730,7 +771,7 @@ class _Analysis:
                 continue
             value = self.val(part.value, env)
             spec = self._fstring(part.format_spec, env) if part.format_spec else ""
-            if not _plain(value) or "\0" in spec or re.search(r"\d{6,}", spec):
+            if not _plain(value) or "\0" in spec or WIDE.search(spec) or _size(value) > MAX_TEXT:
                 parts.append("\0")
                 continue
             if part.conversion != -1:
@@ -762,10 +803,19 @@ class _Analysis:
             return _NO
         gap = "\0" if isinstance(recv, str) else b"\0"
         if func.attr == "join" and len(args) == 1 and isinstance(args[0], (list, tuple, str, bytes)):
+            if len(recv) * len(args[0]) + _size(args[0]) > MAX_TEXT:
+                return _NO
             return recv.join(gap if p is _NO else p for p in args[0])
-        if func.attr == "format" and not re.search(r"\d{6,}", str(recv)):
+        if func.attr == "format":
+            values = [*args, *kwargs.values()]
+            if WIDE.search(str(recv)) or not _small(*values) or (
+                    str(recv).count("{") * max(map(_size, values), default=0) > MAX_TEXT):
+                return _NO
             return recv.format(*(a if _plain(a) else gap for a in args),
                                **{k: v if _plain(v) else gap for k, v in kwargs.items()})
+        if func.attr == "replace" and known and len(args) >= 2 and (
+                recv.count(args[0]) + 1) * _size(args[1]) > MAX_TEXT:
+            return _NO
         return getattr(recv, func.attr)(*args, **kwargs) if known and _small(*args) else _NO
 
     def _map(self, fn: ast.AST, items, env: dict | None):
@@ -773,7 +823,12 @@ class _Analysis:
             return _NO
         if isinstance(fn, ast.Lambda) and len(fn.args.args) == 1 and not (fn.args.vararg or fn.args.kwonlyargs):
             name = fn.args.args[0].arg
-            return [self.val(fn.body, {**(env or {}), name: x}) for x in items]
+            out = []
+            for x in items:
+                out.append(self.val(fn.body, {**(env or {}), name: x}))
+                if self.over or _size(out) > MAX_TEXT:
+                    return _NO
+            return out
         folder = FOLDERS.get(self.qual(fn))
         return _NO if folder is None else [folder(x) for x in items]
 
@@ -802,42 +857,46 @@ class _Analysis:
                 return _NO
             if all(conds):
                 out.append(self.val(node.elt, inner))
+                if self.over or _size(out) > MAX_TEXT:
+                    return _NO
         return out
 
     # -- where a value comes from
 
-    def _reach(self, node: ast.AST):
-        """`node` and every node it reads, through the bindings of the names in it."""
-        stack, seen = [node], set()
-        while stack and len(seen) < 5000:
+    def _summary(self, node: ast.AST) -> _Summary:
+        """What an expression is made of, through the bindings of the names it reads (each binding
+        is summarised once, so a name read a thousand times costs one walk)."""
+        rules, lines, decoder, stack = set(), {node.lineno} if isinstance(node, ast.expr) else set(), None, [node]
+        while stack:
             n = stack.pop()
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            yield n
-            if isinstance(n, ast.Name):
-                stack += [b for b in self.binds(n) or [] if isinstance(b, ast.expr)]
-            stack.extend(ast.iter_child_nodes(n))
-
-    def _origins(self, node: ast.AST) -> set[int]:
-        return {n.lineno for n in self._reach(node) if isinstance(n, ast.expr)}
-
-    def _decoder(self, node: ast.AST) -> ast.AST | None:
-        for n in self._reach(node):
-            if isinstance(n, ast.Call) and (_is_decoder(self.qual(n.func)) or (
-                    isinstance(n.func, ast.Attribute) and n.func.attr in DECODER_METHODS)):
-                return n
-            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice) and n.slice.step is not None:
-                return n
-        return None
-
-    def _leaf_rules(self, node: ast.AST) -> set[str]:
-        """The rules the string constants an expression is built from meet on their own."""
-        rules = set()
-        for n in self._reach(node):
             if isinstance(n, ast.Constant) and isinstance(n.value, (str, bytes)):
                 rules.update(rule for rule, _, _ in _classify(n.value))
-        return rules
+            elif isinstance(n, ast.Name):
+                for b in self.binds(n) or []:
+                    if isinstance(b, ast.expr):
+                        bound = self._bound(b)
+                        rules |= bound.rules
+                        lines |= bound.lines
+                        decoder = decoder or bound.decoder
+                continue
+            elif decoder is None and self._decodes(n):
+                decoder = n
+            stack.extend(ast.iter_child_nodes(n))
+        return _Summary(frozenset(rules), frozenset(sorted(lines)[:50]), decoder)
+
+    def _bound(self, expr: ast.expr) -> _Summary:
+        key = id(expr)
+        if key not in self.summaries:
+            self.summaries[key] = _Summary(frozenset(), frozenset({expr.lineno}), None)  # bound to itself
+            self.summaries[key] = self._summary(expr)
+        return self.summaries[key]
+
+    def _decodes(self, n: ast.AST) -> bool:
+        """A decoding call (chr, base64, hex, rot13, .decode()) or a reversing or striding slice."""
+        if isinstance(n, ast.Call):
+            return _is_decoder(self.qual(n.func)) or (isinstance(n.func, ast.Attribute)
+                                                       and n.func.attr in DECODER_METHODS)
+        return isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice) and n.slice.step is not None
 
     # -- the checks
 
@@ -912,7 +971,7 @@ class _Analysis:
         found = _classify(value)
         if not found:
             return
-        pieces = self._leaf_rules(node)
+        pieces = self._summary(node).rules
         for rule, _, _ in found:
             if rule not in pieces:
                 self.add(line, "runtime-name" if rule in NAME_RULES else rule, f"builds {_shown(value)} at run time")
@@ -982,22 +1041,25 @@ class _Analysis:
         literal = isinstance(name_node, ast.Constant)
         hits = [(rule, f"{verb} `{full}`")] if rule else []
         hits += [(r if literal else "runtime-name", f"{verb} `{full}`") for r, rx in NAME_PATTERNS if rx.search(name)]
-        for at in self._origins(name_node) | {line} if hits else ():
-            for r, why in hits:
-                self.add(at, r, why)
+        if hits:
+            for at in self._summary(name_node).lines | {line}:
+                for r, why in hits:
+                    self.add(at, r, why)
 
     def _flows(self, sink: str, arg: ast.AST, line: int) -> None:
-        if (dec := self._decoder(arg)) is not None:
+        if (dec := self._summary(arg).decoder) is not None:
             for at in {line, dec.lineno}:
                 self.add(at, "runtime-name", f"decoded text reaches `{sink}`")
 
     def _nested(self, src: str, arg: ast.AST, line: int) -> None:
         """Code handed to exec/eval/compile as a constant is analysed as code."""
-        tree, _ = _parse(src)
-        if tree is None:
-            return
-        found = _Analysis(tree, self.own, self.depth + 1).run()
-        at = self._origins(arg) | {line}
+        if src not in self.runs:
+            self.runs[src] = {}
+            tree, _ = _parse(src)
+            if tree is not None:
+                self.runs[src] = _Analysis(tree, self.own, self.depth + 1, self.runs).run()
+        found = self.runs[src]
+        at = self._summary(arg).lines | {line}
         for (_, rule), why in found.items():
             for ln in at:
                 self.add(ln, rule, f"in code it runs, {why}")
@@ -1251,7 +1313,8 @@ def analyse(changes: dict[str, tuple[str | bytes | None, str | bytes | None]], g
     out = []
     for path, (old, new) in sorted(changes.items()):
         if old is None and (module := shadowed_module(path)):
-            out.append(Finding(rule="shadow-module", path=path, line=0, why=f"a new file shadows the module `{module}`"))
+            out.append(Finding(rule="shadow-module", path=path, line=0,
+                               why=f"a new file shadows the module `{module}`"))
         if new is not None:
             out += _file(path, old, new, gold, own)
     return out

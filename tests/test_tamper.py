@@ -40,7 +40,8 @@ PLANTED: dict[str, list[str | bytes]] = {
                     "import sys\nfor m in list(sys.modules.values()):\n    if hasattr(m, 'TestReport'):\n"
                     "        m.TestReport.outcome = 'passed'\n"],
     "runner-name": ["import pytest\n", "from _pytest.reports import TestReport\n", "import pluggy\n",
-                    "def pytest_runtest_makereport(item, call):\n    pass\n", "hook = item.ihook.pytest_runtest_logreport\n",
+                    "def pytest_runtest_makereport(item, call):\n    pass\n",
+                    "hook = item.ihook.pytest_runtest_logreport\n",
                     "rep = TestReport.from_item_and_call(item, call)\n", "reports = runtestprotocol(item)\n",
                     'tag = "#"; exec("import _pytest.reports")\n'],  # a '#' in a string hides nothing
     "report-name": ["import os\npath = os.environ['FEATDEL_REPORT']\n", "name = 'report-0123456789abcdef.json'\n",
@@ -124,7 +125,8 @@ def test_a_new_file_named_like_a_standard_or_runner_module_shadows_it():
 def test_findings_name_the_line_and_print_in_the_old_format():
     src = "import os\n\n\ndef shout(s):\n    os._exit(0)  # done\n"
     [finding] = analyse({"pkg/text.py": ("import os\n", src.encode())})
-    assert finding == Finding(rule="process-exit", path="pkg/text.py", line=5, why="uses `os._exit`", code="os._exit(0)")
+    assert finding == Finding(rule="process-exit", path="pkg/text.py", line=5, why="uses `os._exit`",
+                              code="os._exit(0)")
     assert scan({"pkg/text.py": ("import os\n", src)}) == ["pkg/text.py:5: process-exit: uses `os._exit`: os._exit(0)"]
     assert str(Finding(rule="shadow-module", path="json.py", line=0, why="a new file shadows `json`")) == \
         "json.py: shadow-module: a new file shadows `json`"
@@ -287,7 +289,8 @@ def test_a_gold_patch_that_restores_frame_walking_code_is_exempt_and_the_same_co
     body_start = fn.body[1].lineno - 1  # after the docstring
     indent = lines[body_start][:len(lines[body_start]) - len(lines[body_start].lstrip())]
     start = "".join(lines[:body_start] + [f"{indent}raise NotImplementedError\n"] + lines[fn.end_lineno:])
-    gold = "".join(difflib.unified_diff(start.splitlines(keepends=True), lines, "a/rich/console.py", "b/rich/console.py"))
+    gold = "".join(difflib.unified_diff(start.splitlines(keepends=True), lines, "a/rich/console.py",
+                                        "b/rich/console.py"))
     assert analyse({"rich/console.py": (start, original.encode())}, gold) == []
     unasked = {f.rule for f in analyse({"rich/console.py": (start, original.encode())})}
     assert "frame-access" in unasked
@@ -299,6 +302,19 @@ def test_a_file_of_thousands_of_lines_is_analysed_well_within_a_second():
     assert data.count(b"\n") > 3000
     best = min(_timed(lambda: analyse({"click/core.py": (None, data)})) for _ in range(3))
     assert best < 1.0, best
+
+
+# Code written to make the scan fold huge values: it must still finish fast (the scan runs in the
+# grader's own process), flagging what it could not follow.
+COSTLY = ['v = "%999999999d" % 1\n', 'v = "{:{}}".format(1, 999999999)\n', 'x = "a" * 10**9\nw = 2**10**10\n',
+          's = "a" * 99999\nt = [s] * 99999\nu = "".join(t)\n', 's = "a" * 99999\nu = s.replace("a", s)\n',
+          's = "a" * 99999\nu = [s + "x" for _ in range(10000)]\n', 's = "a" * 99999\nu = f"' + "{s}" * 3000 + '"\n',
+          'S = "import os\\n" * 20000\n' + "exec(S)\n" * 500, "x = 'y'\n" + "x = x + 'x'\n" * 3000]
+
+
+@pytest.mark.parametrize("source", COSTLY, ids=range(len(COSTLY)))
+def test_code_built_to_make_the_scan_work_hard_is_analysed_quickly(source):
+    assert _timed(lambda: analyse({"pkg/mod.py": (None, source.encode())})) < 5.0
 
 
 def _timed(fn) -> float:
