@@ -24,10 +24,8 @@ directories are emptied before every run and the report name is new every run.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -50,6 +48,8 @@ class SuiteRun:
     exit_code: int
     collect_messages: dict[str, str] = field(default_factory=dict)  # node id -> pytest's error text
     report_exitstatus: int | None = None  # what the report says pytest's exit status was
+    trips: list[str] = field(default_factory=list)  # tampering the test process itself reported
+    config: str | None = None  # the config file pytest read, as the run reported it
     seconds: float
     timed_out: bool = False
     broken: str | None = None  # why no report was produced (sandbox or interpreter broke)
@@ -66,9 +66,11 @@ class RunOptions:
     coverage_to: Path | None = None  # measure coverage with per-test contexts, save data here
     timeout_s: float = 900.0
     extra_args: list[str] = field(default_factory=list)
+    added: dict[str, list[int]] | None = None  # path -> lines a patch added (the tripwire's attribution)
 
 
 PLUGIN_FILES = ("featdel_report.py", "featdel_launch.py")
+EMPTY_CONFIG = "empty/pytest.ini"  # named with -c when the tree has no config file of its own
 
 
 def plugin_dir(env: Env) -> Path:
@@ -80,6 +82,10 @@ def plugin_dir(env: Env) -> Path:
         if not dest.exists() or dest.read_text() != source:
             target.mkdir(exist_ok=True)
             dest.write_text(source)
+    empty = target / EMPTY_CONFIG
+    if not empty.is_file():
+        empty.parent.mkdir(parents=True, exist_ok=True)
+        empty.write_text("[pytest]\n")
     return target
 
 
@@ -169,29 +175,35 @@ class SuiteRunner:
 
     def run_suite(self, options: RunOptions = RunOptions(), *, tree: Path | None = None) -> SuiteRun:
         """Run the suite (or `options.tests`) on `tree` (default: the env's checkout)."""
-        report = f"report-{secrets.token_hex(16)}.json"
+        from featdel.stream import Channel
+
         with self._dirs() as (out_dir, sealed):
-            argv = _argv(self.env, options, out_dir)
-            variables = {**self.env.environ(), "HOME": "/tmp", "FEATDEL_REPORT": str(sealed / report)}
-            result = self._exec(argv, tree, variables, options.timeout_s, out_dir, sealed)
-            data, broken = _read_report(sealed, report)
+            argv, config = _argv(self.env, options, out_dir, tree)
+            with Channel(sealed, added=options.added, config=config) as channel:
+                variables = {**self.env.environ(), "HOME": "/tmp", "FEATDEL_SPEC": str(channel.spec)}
+                result = self._exec(argv, tree, variables, options.timeout_s, out_dir, sealed)
+            stream = channel.stream()
             data_file = out_dir / "coverage.sqlite"
             if options.coverage_to is not None and data_file.is_file() and not data_file.is_symlink():
                 options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(data_file, options.coverage_to)
-        if data is None and broken is None:
+        broken = None
+        if stream.problem is not None:
+            why = _why(result.stdout + result.stderr)
             broken = (f"the suite did not finish within {options.timeout_s:.0f}s" if result.timed_out else
-                      f"pytest wrote no report (exit {result.exit_code}): {_why(result.stdout + result.stderr)}")
-        data = data or {"tests": {}, "collected": [], "collect_errors": []}
+                      f"pytest wrote no report (exit {result.exit_code}): {why}" if stream.start is None else
+                      f"pytest's report is incomplete ({stream.problem}; exit {result.exit_code}): {why}")
+        errors = stream.collect_errors
         return SuiteRun(
-            outcomes={k: v["outcome"] for k, v in data["tests"].items()},
-            durations={k: v["duration"] for k, v in data["tests"].items()},
-            collected=data["collected"],
-            collect_errors=[e["nodeid"] or "<session>" for e in data["collect_errors"]],
-            collect_messages={e["nodeid"] or "<session>": str(e.get("message", "")) for e in data["collect_errors"]
-                              if isinstance(e, dict)},
+            outcomes={k: v["outcome"] for k, v in stream.tests.items()},
+            durations={k: v["duration"] for k, v in stream.tests.items()},
+            collected=stream.collected,
+            collect_errors=[e.get("nodeid") or "<session>" for e in errors],
+            collect_messages={e.get("nodeid") or "<session>": str(e.get("message", "")) for e in errors},
             exit_code=result.exit_code,
-            report_exitstatus=data.get("exitstatus"),
+            report_exitstatus=stream.exitstatus,
+            trips=stream.trips,
+            config=(stream.start or {}).get("config"),
             seconds=result.duration_s,
             timed_out=result.timed_out,
             broken=broken,
@@ -272,28 +284,6 @@ def _empty(directory: Path) -> None:
             os.unlink(entry.path)
 
 
-def _read_report(sealed: Path, name: str) -> tuple[dict | None, str | None]:
-    """(report, None), (None, why it is unusable), or (None, None) when there is none. The
-    sandbox owns what it writes: never follow a link it planted, nor read without bound."""
-    from featdel.errors import SandboxError
-    from featdel.sandboxes.hostpaths import read_untrusted
-
-    if not (sealed / name).exists() and not (sealed / name).is_symlink():
-        return None, None
-    try:
-        data = json.loads(read_untrusted(sealed, name, limit=256 << 20))
-        if not isinstance(data, dict) or not isinstance(data.get("tests"), dict):
-            raise ValueError("not a featdel report")
-        for entry in data["tests"].values():
-            if not isinstance(entry, dict) or not isinstance(entry.get("outcome"), str):
-                raise ValueError("malformed test entry")
-        if not isinstance(data.get("collected"), list) or not isinstance(data.get("collect_errors"), list):
-            raise ValueError("malformed collection lists")
-        return data, None
-    except (ValueError, SandboxError) as exc:
-        return None, f"unreadable report: {str(exc)[:200]}"
-
-
 def _why(output: str) -> str:
     """The most telling line of a crashed run: the last exception line, else the last line."""
     lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
@@ -301,7 +291,11 @@ def _why(output: str) -> str:
     return (errors or lines or ["no output"])[-1][:240]
 
 
-def _argv(env: Env, options: RunOptions, out_dir: Path) -> list[str]:
+def _argv(env: Env, options: RunOptions, out_dir: Path, tree: Path | None) -> tuple[list[str], str | None]:
+    """The command line of one run, and the config file it names (a path inside the sandbox;
+    None when the tree is not on this host: an env baked into an image, run on its own checkout)."""
+    from featdel.pytestconfig import find_config
+
     test_cmd = list(env.recipe.test_cmd)
     python = str(env.venv / "bin" / "python")
     if test_cmd[:3] == ["python", "-m", "pytest"]:
@@ -315,16 +309,24 @@ def _argv(env: Env, options: RunOptions, out_dir: Path) -> list[str]:
         pytest_args.append("--no-cov")
     if options.collect_only:
         pytest_args.append("--collect-only")
+    if options.tests is not None and not options.tests:
+        raise ValueError("an empty test selection runs nothing; pass None for the whole suite")
+    host_tree = tree if tree is not None else (None if getattr(env, "in_image", False) else env.src)
+    config = None
+    if host_tree is not None:
+        # Only the configuration featdel names: pytest never looks for another file in the tree.
+        found = find_config(host_tree, options.tests)
+        config = str(env.src / found) if found else str(plugin_dir(env) / EMPTY_CONFIG)
+        rootdir = str((env.src / found).parent) if found else str(env.src)
+        pytest_args += ["-c", config, f"--rootdir={rootdir}", f"--confcutdir={rootdir}"]
     if options.tests is not None:
-        if not options.tests:
-            raise ValueError("an empty test selection runs nothing; pass None for the whole suite")
         pytest_args += ["--", *options.tests]
     launcher = str(plugin_dir(env) / "featdel_launch.py")
     if options.coverage_to is None:
-        return [python, launcher, *pytest_args]
+        return [python, launcher, *pytest_args], config
     rcfile = out_dir / "coveragerc"
     include = ",".join(
         f"{env.src / d}/*" if not d.endswith(".py") else str(env.src / d) for d in env.recipe.package_dirs
     )
     rcfile.write_text(f"[run]\ndata_file = {out_dir / 'coverage.sqlite'}\ninclude = {include}\n")
-    return [python, "-m", "coverage", "run", f"--rcfile={rcfile}", launcher, *pytest_args]
+    return [python, "-m", "coverage", "run", f"--rcfile={rcfile}", launcher, *pytest_args], config

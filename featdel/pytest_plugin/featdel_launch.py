@@ -1,28 +1,166 @@
-"""Start pytest for featdel with the report plugin loaded as an object, not by name.
+"""Start pytest for featdel: the outcome channel, the tripwire and the runner's fingerprint are set
+up before any code of the tree runs, then pytest runs with only the configuration featdel names.
 
-Run as `python featdel_launch.py PYTEST_ARGS...` from a read-only directory outside the tree, with
-$FEATDEL_REPORT naming the report file. Why a launcher rather than `python -m pytest -p
-featdel_report`: `-m` puts the working directory (the tree under test) first on sys.path, so a
-`featdel_report.py` or `pytest.py` in the tree would replace ours; and the report's location
-stayed in the environment, where code under test could read it and rewrite the report at exit.
-Here the plugin and pytest are imported from our directory and the venv before the tree joins
-sys.path, and the location leaves the environment before any test code runs.
+Run as `python featdel_launch.py PYTEST_ARGS...` from a read-only directory outside the tree. The
+host says where the run's spec is in $FEATDEL_SPEC: a JSON file in the sealed directory (the
+sandbox can open it by name but not list the directory) holding the channel's name, the key that
+signs each record, and the lines the patch added (the tripwire's attribution). The launcher reads
+the spec and unlinks it before anything else happens, so code under test that reads the
+environment (or /proc/self/environ) finds the name of a file that is gone.
+
+The channel is a FIFO the host holds open for reading: each record (one test's outcome, a
+tripwire, the collected ids) leaves the process as it happens, signed and numbered. Nothing
+written can be taken back, and records written after the last one, or twice, void the stream.
+Where no spec is given but $FEATDEL_REPORT is (the exported eval scripts), the plugin writes one
+JSON report at the end instead.
+
+Why a launcher rather than `python -m pytest -p featdel_report`: `-m` puts the working directory
+(the tree under test) first on sys.path, so a `featdel_report.py` or `pytest.py` in the tree
+would replace ours. Here the plugin and pytest are imported from our directory and the venv
+before the tree joins sys.path.
 This file runs inside the sandbox with the repository's interpreter: standard library only.
 """
 
+import hashlib
+import hmac
+import json
 import os
+import re
 import sys
+import sysconfig
+
+# Bound before any code under test runs: a later monkeypatch of these names changes nothing here.
+_dumps, _write, _open, _unlink = json.dumps, os.write, os.open, os.unlink
+_new_mac, _sha256 = hmac.new, hashlib.sha256
+_getframe = sys._getframe
+
+# The audit events that inspect or rewire the running process: a tripwire when code the patch
+# added raises one (sys.audit names them; see docs/grading.md for what it cannot see).
+WATCHED = frozenset({
+    "sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "sys.settrace", "sys.setprofile", "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
+    "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.PyObj_FromPtr", "sys.monitoring.register_callback",
+    "object.__setattr__", "object.__delattr__", "object.__getattr__", "os.fork", "os.forkpty", "os.kill", "os.killpg",
+    "signal.pthread_kill", "sys._clear_type_cache",
+})
+# Attribute events (object.__setattr__/__getattr__) that matter: frames, code and closures.
+WATCHED_ATTRS = frozenset({"__code__", "tb_frame", "f_back", "gi_frame", "cr_frame", "ag_frame", "f_globals",
+                           "f_locals", "f_builtins", "__globals__", "gi_code", "cr_code", "f_code", "__closure__"})
+
+
+def channel(fd: int, key: bytes):
+    """`emit(record)`: signed, numbered records to the host. Everything it uses is bound here, so
+    rebinding a module attribute later changes nothing."""
+    dumps, write, mac0, seq, live = _dumps, _write, _new_mac(key, digestmod=_sha256), [0], [fd >= 0]
+
+    def emit(record: dict) -> None:
+        if not live[0]:
+            return
+        payload = dumps(record, separators=(",", ":"))
+        mac = mac0.copy()
+        mac.update(f"{seq[0]}\n{payload}".encode())
+        line = f"{seq[0]} {mac.hexdigest()} {payload}\n".encode()
+        seq[0] += 1
+        try:
+            while line:
+                line = line[write(fd, line):]
+        except OSError:
+            live[0] = False  # the host sees a stream that stops: the run is void
+
+    return emit
+
+
+def tripwire(emit, added: dict, roots: tuple) -> None:
+    """An audit hook (it cannot be removed) that reports WATCHED events raised from lines the patch
+    added: `added` maps an absolute file path to the set of its added line numbers."""
+    busy, sent, getframe, watched, attrs = [False], set(), _getframe, WATCHED, WATCHED_ATTRS
+    stdlib, relative = sysconfig.get_paths()["stdlib"] + os.sep, _relative
+
+    def hook(event, args):
+        if busy[0]:
+            return
+        if event not in watched and not (event in ("open", "os.listdir", "os.scandir") and args
+                                         and str(args[0]).startswith("/proc")):
+            return
+        if event.startswith("object.") and (len(args) < 2 or args[1] not in attrs):
+            return
+        busy[0] = True
+        try:
+            frame = getframe(1)
+            # Skip the standard library (inspect.currentframe, gc wrappers): the first frame of
+            # other code is the one that asked.
+            while frame is not None and frame.f_code.co_filename.startswith(stdlib):
+                frame = frame.f_back
+            if frame is None:
+                return
+            path, line = frame.f_code.co_filename, frame.f_lineno
+            if line in added.get(path, ()) and (event, path, line) not in sent:
+                sent.add((event, path, line))
+                what = args[1] if event.startswith("object.") else str(args[0])[:100] if args else ""
+                emit({"kind": "trip", "rule": "audit", "event": event, "what": what,
+                      "where": f"{relative(path, roots)}:{line}"})
+        finally:
+            busy[0] = False
+
+    sys.addaudithook(hook)
+
+
+def _relative(path: str, roots: tuple) -> str:
+    for root in roots:
+        if path.startswith(root + os.sep):
+            return path[len(root) + 1:]
+    return path
+
+
+def env_plugins(blocked: set) -> list:
+    """The pytest11 entry points of the distributions installed in this interpreter's
+    site-packages (never the tree's), less those the command line or the task's configuration
+    block (`-p no:NAME`): with autoloading off, the only plugins pytest loads."""
+    import importlib.metadata
+
+    paths = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    names = set()
+    for dist in importlib.metadata.distributions(path=paths):
+        for ep in dist.entry_points:
+            if ep.group == "pytest11" and ep.name not in blocked:
+                names.add(ep.value.split(":", 1)[0].strip())  # the module: `-p` imports it on any pytest
+    return sorted(names)
 
 
 def main() -> int:
-    report = os.environ.pop("FEATDEL_REPORT", "")
+    spec_path = os.environ.pop("FEATDEL_SPEC", "")
+    legacy = os.environ.pop("FEATDEL_REPORT", "")
+    spec = {}
+    if spec_path:
+        with open(spec_path, "rb") as fh:
+            spec = json.loads(fh.read())
+        try:
+            _unlink(spec_path)
+        except OSError:
+            pass
+    fd = _open(spec["channel"], os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)) if spec else -1
+    emit = channel(fd, bytes.fromhex(spec.get("key", "00")))
+    cwd = os.getcwd()
+    added = {os.path.join(cwd, rel): frozenset(lines) for rel, lines in spec.get("added", {}).items()}
+    if added:
+        tripwire(emit, added, (cwd,))
+
     import featdel_report  # sys.path[0] is this file's read-only directory
     import pytest
 
+    config = spec.get("config") or ""
+    said = " ".join(sys.argv[1:])
+    if config and os.path.isfile(config):
+        with open(config, "rb") as fh:
+            said += " " + fh.read().decode("utf-8", "replace")
+    plugins = env_plugins(set(re.findall(r"no:([\w.-]+)", said)))
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    plugin = featdel_report.build(emit, legacy=legacy, expect_config=spec.get("config"),
+                                  env_plugins=plugins, changed_files=added)
     # From here on the tree is where `python -m pytest` would put it: first on sys.path.
-    sys.path[0] = os.getcwd()
-    featdel_report.configure(report)
-    return int(pytest.main(sys.argv[1:], plugins=[featdel_report]))
+    sys.path[0] = cwd
+    args = [arg for name in plugins for arg in ("-p", name)] + sys.argv[1:]
+    return int(pytest.main(args, plugins=[plugin]))
 
 
 if __name__ == "__main__":

@@ -1,94 +1,354 @@
-"""A pytest plugin featdel loads into a repository's test run (by `featdel_launch.py`).
+"""The pytest plugin featdel loads into a repository's test run (built by `featdel_launch.py`).
 
-It writes one JSON report to the path given to `configure()` (outside the repository tree): the
-outcome and duration of every test by node id, collection errors, and the collected ids. When
-coverage.py is measuring, it switches the coverage context to the running test's node id, so
-coverage data says which test executed which line. featdel never parses printed output.
-This file runs inside the sandbox with the repository's interpreter: standard library and
-pytest only.
+Each test's outcome is decided here, from this plugin's own wrappers around setup, the call of
+the test function and teardown (a phase that raised, a test function that was never called, or
+one that is not the function collected, is not a pass); pytest's report only ever makes it
+worse, so a patched `TestReport` earns nothing, and a report that says passed where the wrapper
+saw an exception is a tripwire. Every record leaves the process as it happens through `emit`
+(the launcher's signed channel): `start` (the config file and plugins pytest loaded),
+`collected`, one `test` per test, `trip` for tampering seen at run time, and `end`.
+
+All state lives in `build()`'s closure, none at module level: rebinding this module's attributes
+changes nothing. At the start and after every test the plugin compares pytest's, pluggy's and
+its own functions and classes, and the hook implementations on the path of a test, with what
+they were before any code of the tree ran; a change is a `trip` (a class attribute write is
+invisible to audit hooks, so this is the layer that sees it).
+
+When coverage.py is measuring, the coverage context follows the running test's node id.
+This file runs inside the sandbox with the repository's interpreter: standard library and pytest.
 """
 
-import json
-import os
 
-import pytest
+def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed_files=()):
+    """The plugin object for one run (see the module docstring). `legacy`: also write one JSON
+    report to that path at the end (the exported eval scripts read it). `changed_files`: the
+    absolute paths the patch changed (a plugin module among them is tampering). Everything the
+    hooks use is a local of this call (modules included), so no module attribute reaches it."""
+    import json
+    import os
+    import sys
 
-# Bound at import, before any code under test runs, so a later monkeypatch of `json.dump` or
-# `os.open` in the test process does not change how the report is written.
-_dumps, _open, _write, _close = json.dumps, os.open, os.write, os.close
-_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-_target = {"path": os.environ.get("FEATDEL_REPORT", "")}
+    import pytest
+
+    _RANK = {"passed": 0, "xpassed": 1, "skipped": 2, "xfailed": 2, "failed": 3, "error": 4}
+    _WATCHED_PREFIXES = ("_pytest", "pluggy", "featdel_report")
+    # Hooks on the path from "run this test" to its outcome: a new implementation is tampering.
+    _PATH_HOOKS = ("pytest_runtestloop", "pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
+                   "pytest_runtest_teardown", "pytest_pyfunc_call", "pytest_runtest_makereport",
+                   "pytest_runtest_logreport", "pytest_sessionfinish", "pytest_collection_modifyitems")
+    # Module globals pytest itself rebinds while it runs (assertion hooks set per session).
+    _MUTABLE = frozenset({("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
+                          ("_pytest.assertion.util", "_config")})
+
+    def _watched(name: str) -> bool:
+        return name == "pytest" or name.startswith(_WATCHED_PREFIXES)
+
+    def _code_like(value) -> bool:
+        return callable(value) or isinstance(value, (classmethod, staticmethod, property))
 
 
-def configure(path: str) -> None:
-    """Where the report goes; the launcher calls this after taking it out of the environment."""
-    _target["path"] = path
+    # The modules on the path of every test, compared after each one (the rest at collection and end).
+    _HOT = frozenset({"pytest", "_pytest.runner", "_pytest.python", "_pytest.main", "_pytest.reports", "_pytest.nodes",
+                      "_pytest.unittest", "_pytest.doctest", "_pytest.skipping", "_pytest.outcomes", "_pytest.fixtures",
+                      "_pytest.config", "_pytest.assertion.rewrite", "_pytest.assertion.util", "pluggy._callers",
+                      "pluggy._hooks", "pluggy._manager", "pluggy._result", "featdel_report"})
 
-_RANK = {"passed": 0, "xpassed": 1, "skipped": 2, "xfailed": 2, "failed": 3, "error": 4}
-_tests: dict = {}
-_collect_errors: list = []
-_collected: list = []
+    def fingerprint(hot: bool = False) -> dict:
+        """(module, name[, attribute]) -> object for every function and class of pytest, pluggy and
+        this plugin (only the modules on every test's path when `hot`), and every function-like
+        attribute of those classes."""
+        out = {}
+        for mod_name, mod in list(sys.modules.items()):
+            if mod is None or not _watched(mod_name) or (hot and mod_name not in _HOT):
+                continue
+            for name, value in list(vars(mod).items()):
+                if not _code_like(value) or (mod_name, name) in _MUTABLE or type(value).__name__ == "module":
+                    continue
+                out[(mod_name, name)] = value
+                if isinstance(value, type) and value.__module__ == mod_name:
+                    for attr, member in list(vars(value).items()):
+                        if _code_like(member):
+                            out[(mod_name, name, attr)] = member
+        return out
 
+    def changed(before: dict, hot: bool = False) -> list:
+        """What differs from `before` now: replaced, removed or added functions and class members,
+        less the changes the runner's own code made (pytest's legacypath plugin adds properties at
+        configure time): a value whose code lives outside pytest, pluggy and this plugin."""
+        now = fingerprint(hot)
+        modules = {k[0] for k in before}
+        classes = {k[:2] for k in before if len(k) == 3}
+        diffs = [k for k, v in before.items() if now.get(k) is not v and (not hot or k[0] in _HOT)]
+        diffs += [k for k in now if k not in before and (k[:2] in classes if len(k) == 3 else k[0] in modules)]
+        return sorted(".".join(k) for k in diffs if not _runner_code(now.get(k)))[:20]
 
-def _coverage():
+    def _roots() -> tuple:
+        import pluggy
+        import _pytest
+
+        return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (_pytest, pluggy, pytest)) + (
+            os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+    def _runner_code(value) -> bool:
+        """Is `value` (a function, descriptor or class) defined by pytest, pluggy or this plugin?"""
+        if value is None:
+            return False
+        if isinstance(value, property):
+            value = value.fget
+        value = getattr(value, "__func__", value)  # classmethod, staticmethod, bound method
+        code = getattr(value, "__code__", None)
+        if type(code).__name__ == "code":
+            return code.co_filename.startswith(_ROOTS)
+        if isinstance(value, type):
+            return (getattr(sys.modules.get(value.__module__), "__file__", "") or "").startswith(_ROOTS)
+        return False
+
+    def _namespace(hooks: dict):
+        class FeatdelPlugin:
+            __slots__ = ()
+
+        plugin = FeatdelPlugin()
+        for name, fn in hooks.items():
+            setattr(FeatdelPlugin, name, staticmethod(fn))
+        return plugin
+
+    def _ours(item, current: dict, xfailed_key, needs_call: bool) -> str:
+        """This plugin's outcome for one test, from its own wrappers."""
+        for name, failed_as in (("setup", "error"), ("call", "failed"), ("teardown", "error")):
+            got = current[name]
+            if got is None:
+                return "failed" if name == "call" or current["setup"] == "ok" else "error"  # never ran
+            if got != "ok":
+                return failed_as if got == "failed" else got
+        if needs_call and not current["invoked"]:
+            return "failed"  # a test function that was never called did not pass
+        if xfailed_key is not None and item.stash.get(xfailed_key, None):
+            return "xpassed"
+        return "passed"
+
+    def _reported(report) -> str:
+        """pytest's outcome for one phase report."""
+        if report.when == "call":
+            if hasattr(report, "wasxfail"):
+                return "xfailed" if report.skipped else "xpassed"
+            return report.outcome
+        if report.failed:
+            return "error"
+        return "skipped" if report.skipped else "passed"
+
+    def _impls(config) -> tuple:
+        out = []
+        for name in _PATH_HOOKS:
+            caller = getattr(config.pluginmanager.hook, name, None)
+            if caller is not None:
+                out += [f"{name}:{impl.plugin_name}:{id(impl.function)}" for impl in caller.get_hookimpls()]
+        return tuple(out)
+
+    def _plugin_names(config) -> set:
+        return {name for name, _ in config.pluginmanager.list_name_plugin()}
+
+    def _new_plugins(config, known: set, changed_files: frozenset) -> list:
+        """Plugins registered since the first conftest was imported that come from a file the patch
+        changed, or (objects) whose class is defined in one. Every conftest.py is the task's, and
+        the modules its `pytest_plugins` names load as the task says unless the patch changed them."""
+        out = []
+        for name, plugin in config.pluginmanager.list_name_plugin():
+            if name in known or plugin is None:
+                continue
+            if type(plugin).__name__ == "module":
+                if (getattr(plugin, "__file__", "") or "") in changed_files:
+                    out.append(name)
+                continue
+            cls = type(plugin)
+            home = getattr(sys.modules.get(cls.__module__), "__file__", "") or ""
+            if home in changed_files:
+                out.append(f"{name} ({cls.__module__}.{cls.__qualname__})")
+        return out
+
+    def _coverage():
+        try:
+            import coverage
+        except ImportError:
+            return None
+        return coverage.Coverage.current()
+
+    def _write_legacy(path: str, exitstatus, state: dict) -> None:
+        payload = json.dumps({"exitstatus": int(exitstatus), "tests": state["tests"], "collected": state["collected"],
+                              "collect_errors": state["errors"]}).encode()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            while payload:
+                payload = payload[os.write(fd, payload):]
+        finally:
+            os.close(fd)
+
+    from _pytest.python import Function
+
+    Skipped, XFailed = pytest.skip.Exception, pytest.xfail.Exception
+    plain_runtest = Function.runtest  # items whose runtest is this call pytest_pyfunc_call
+    changed_files = frozenset(changed_files)
     try:
-        import coverage
+        from _pytest.skipping import xfailed_key
     except ImportError:
-        return None
-    return coverage.Coverage.current()
+        xfailed_key = None
+    _ROOTS = _roots()
+    before = fingerprint()
+    state = {"tests": {}, "collected": [], "errors": [], "objs": {}, "impls": None, "plugins": None,
+             "tripped": set(), "current": None, "hot": []}
+
+    def trip(rule: str, what: str) -> None:
+        if (rule, what) not in state["tripped"]:
+            state["tripped"].add((rule, what))
+            emit({"kind": "trip", "rule": rule, "what": what[:300]})
+
+    def hot_entries() -> list:
+        """(namespace dict, name, object, size) for the modules on every test's path and their
+        classes: what a check after each test compares by identity (a full check is too slow)."""
+        out = []
+        for key, value in before.items():
+            if key[0] in _HOT:
+                owner = sys.modules[key[0]] if len(key) == 2 else vars(mod_attr(key[0], key[1]))
+                space = vars(owner) if len(key) == 2 else owner
+                out.append((space, key[-1], value, len(space)))
+        return out
+
+    def mod_attr(module: str, name: str):
+        return vars(sys.modules[module])[name]
+
+    def check(config, hot: bool = False) -> None:
+        if hot:
+            for space, name, value, size in state["hot"]:
+                if space.get(name) is not value:
+                    hot = False  # something on the path changed: the full check names it
+                    break
+        if not hot:
+            for name in changed(before):
+                trip("runner-changed", name)
+            # what pytest's own code rebound (legacypath, at configure) is the new normal
+            state["hot"] = [(space, name, value if space.get(name) is value or not _runner_code(space.get(name))
+                             else space.get(name), size) for space, name, value, size in state["hot"]]
+        impls = _impls(config)
+        if state["impls"] is not None and impls != state["impls"]:
+            trip("hook-added", ", ".join(sorted(set(impls) ^ set(state["impls"])))[:300])
+        if not hot:
+            for name in _new_plugins(config, state["plugins"] or set(), changed_files):
+                trip("plugin-added", name)
+
+    state["hot"] = hot_entries()
+
+    def classify(exc) -> str:
+        if exc is None:
+            return "ok"
+        if isinstance(exc, Skipped):
+            return "skipped"
+        if isinstance(exc, XFailed):
+            return "xfailed"
+        return "failed"
+
+    def phase(item, name):
+        current = state["current"]
+        try:
+            result = yield
+        except BaseException as exc:
+            if current is not None:
+                current[name] = classify(exc)
+            raise
+        if current is not None:
+            current[name] = "ok"
+            excinfo = item.__dict__.get("_excinfo")  # unittest: failures are kept on the item, not raised
+            if name == "call" and excinfo:
+                current[name] = classify(excinfo[0].value)
+        return result
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_load_initial_conftests(early_config):
+        state["plugins"] = _plugin_names(early_config)  # before the first conftest is imported
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(session):
+        config = session.config
+        inipath = str(config.inipath) if config.inipath else ""
+        emit({"kind": "start", "config": inipath, "rootdir": str(config.rootpath), "pid": os.getpid(),
+              "plugins": sorted(env_plugins)})
+        if expect_config is not None and inipath != expect_config:
+            trip("config", f"pytest read {inipath or 'no config file'}, the task names {expect_config or 'none'}")
+
+    def pytest_collectreport(report):
+        if report.failed:
+            state["errors"].append({"nodeid": report.nodeid, "message": str(report.longrepr)[-2000:]})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(session):
+        state["collected"] = [item.nodeid for item in session.items]
+        for item in session.items:
+            obj = item.__dict__.get("_obj")
+            if obj is not None and type(item).runtest is plain_runtest:
+                state["objs"][item.nodeid] = (obj, getattr(obj, "__code__", None))
+        emit({"kind": "collected", "ids": state["collected"], "errors": state["errors"]})
+        state["impls"] = _impls(session.config)
+        check(session.config)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(item, nextitem):
+        cov = _coverage()
+        if cov is not None:
+            cov.switch_context(item.nodeid)
+        current = state["current"] = {"setup": None, "call": None, "teardown": None, "invoked": False,
+                                      "reported": "passed", "duration": 0.0}
+        try:
+            return (yield)
+        finally:
+            state["current"] = None
+            if cov is not None:
+                cov.switch_context("")
+            ours = _ours(item, current, xfailed_key, item.nodeid in state["objs"])
+            reported = current["reported"]
+            if ours != "passed" and reported == "passed":
+                trip("report-forged", f"{item.nodeid}: pytest's report says passed, the test {ours}")
+            outcome = reported if ours == "passed" else (ours if reported == "passed" else reported)
+            state["tests"][item.nodeid] = {"outcome": outcome, "duration": current["duration"]}
+            emit({"kind": "test", "id": item.nodeid, "outcome": outcome, "duration": current["duration"]})
+            check(item.config, hot=True)
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_setup(item):
+        return (yield from phase(item, "setup"))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(item):
+        return (yield from phase(item, "call"))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_teardown(item, nextitem):
+        return (yield from phase(item, "teardown"))
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_pyfunc_call(pyfuncitem):
+        current = state["current"]
+        expected = state["objs"].get(pyfuncitem.nodeid)
+        obj = pyfuncitem.obj
+        if expected is not None and (obj is not expected[0] or getattr(obj, "__code__", None) is not expected[1]):
+            trip("test-replaced", pyfuncitem.nodeid)
+        elif current is not None:
+            current["invoked"] = True
+        return (yield)
+
+    def pytest_runtest_logreport(report):
+        current = state["current"]
+        if current is None:
+            return
+        current["duration"] += report.duration
+        outcome = _reported(report)
+        if _RANK[outcome] > _RANK[current["reported"]]:
+            current["reported"] = outcome
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(session, exitstatus):
+        check(session.config)
+        emit({"kind": "end", "exitstatus": int(exitstatus), "tests": len(state["tests"])})
+        if legacy:
+            _write_legacy(legacy, exitstatus, state)
+
+    return _namespace({name: value for name, value in locals().items() if name.startswith("pytest_")})
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    cov = _coverage()
-    if cov is not None:
-        cov.switch_context(item.nodeid)
-    yield
-    if cov is not None:
-        cov.switch_context("")
-
-
-def _outcome(report) -> str:
-    if report.when == "call":
-        if hasattr(report, "wasxfail"):
-            return "xfailed" if report.skipped else "xpassed"
-        return report.outcome
-    if report.failed:
-        return "error"
-    return "skipped" if report.skipped else "passed"
-
-
-def pytest_runtest_logreport(report):
-    entry = _tests.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0})
-    entry["duration"] += report.duration
-    outcome = _outcome(report)
-    if _RANK[outcome] > _RANK[entry["outcome"]]:
-        entry["outcome"] = outcome
-
-
-def pytest_collectreport(report):
-    if report.failed:
-        _collect_errors.append({"nodeid": report.nodeid, "message": str(report.longrepr)[-2000:]})
-
-
-def pytest_collection_finish(session):
-    _collected.extend(item.nodeid for item in session.items)
-
-
-def pytest_sessionfinish(session, exitstatus):
-    path, _target["path"] = _target["path"], ""  # written once: a second session writes nothing
-    if not path:
-        return
-    payload = _dumps({
-        "exitstatus": int(exitstatus),
-        "tests": _tests,
-        "collected": _collected,
-        "collect_errors": _collect_errors,
-    }).encode()
-    # O_EXCL: a file someone planted under that name makes the write fail (no report), never merge.
-    fd = _open(path, _FLAGS, 0o600)
-    try:
-        while payload:
-            payload = payload[_write(fd, payload):]
-    finally:
-        _close(fd)
