@@ -59,11 +59,27 @@ def git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, 
 
 
 def commit_tree(path: Path, message: str) -> str:
-    """Make `path` a git repository with exactly one commit of its files; return the commit id."""
-    git("init", "-q", "-b", "main", cwd=path)
-    git("add", "-A", "-f", cwd=path)
-    git("commit", "-q", "--no-verify", "--no-gpg-sign", "-m", message, cwd=path, env=_FIXED_GIT_ENV)
-    return git("rev-parse", "HEAD", cwd=path)
+    """Make `path` a git repository with exactly one commit of its files; return the commit id.
+    A `.git` already there (an sdist can ship one, with hooks and config) is removed first, and
+    git runs in featdel's isolated environment (`featdel.hostgit`): no hooks, no config but the
+    new repository's own, none of the user's or the system's."""
+    from featdel.hostgit import HostRepo, remove_entry
+
+    git_dir = path / ".git"
+    remove_entry(git_dir)
+    steps = (["init", "-q", "-b", "main"], ["add", "-A", "-f"],
+             ["commit", "-q", "--no-verify", "--no-gpg-sign", "-m", message], ["rev-parse", "HEAD"])
+    with HostRepo() as host:
+        for argv in steps:
+            try:
+                out = host.git(*argv, git_dir=git_dir, work_tree=None if argv[0] == "init" else path, cwd=path,
+                               env=_FIXED_GIT_ENV, timeout=300)
+            except subprocess.TimeoutExpired as exc:
+                raise SourceError(f"git {argv[0]} timed out after 300s") from exc
+            except subprocess.CalledProcessError as exc:
+                last = (exc.stderr.strip().splitlines() or ["no output"])[-1]
+                raise SourceError(f"git {argv[0]} failed: {last}") from None
+    return out.stdout.strip()
 
 
 def resolve(spec: str) -> PinnedSource:

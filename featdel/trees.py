@@ -4,7 +4,9 @@ and the patches between them.
 In: a `snapshot.tar.gz` (the original tree at base_commit, no VCS data) and a deletion's file
 edits. Out: directories and unified diffs that `git apply` accepts. The start state is a fresh
 git repository with exactly one commit (no history, reflog, tags or other branches) and none of
-the caches or build outputs that could carry deleted code.
+the caches or build outputs that could carry deleted code. Every git call here goes through
+`featdel.hostgit`, so patches apply and diff byte for byte and no `.git` or `.gitattributes` a
+tree holds (a learner's tree can hold anything) is ever read.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
 
+from featdel import hostgit
 from featdel.sources import commit_tree, git
 
 JUNK_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", "build",
@@ -88,28 +90,17 @@ def diff(snapshot: Path, files: dict[str, str | None]) -> tuple[str, str]:
 def diff_states(snapshot: Path, a: dict[str, str | None], b: dict[str, str | None]) -> str:
     """The unified diff from (snapshot + edits `a`) to (snapshot + edits `b`)."""
     with tempfile.TemporaryDirectory(prefix="featdel-diff-") as tmp:
-        tree = extract(snapshot, Path(tmp) / "t")
-        original = extract(snapshot, Path(tmp) / "o")
-        apply_edits(tree, a)
-        commit_tree(tree, "a")
-        for rel in set(a) - set(b):  # back to the original where `b` leaves a path alone
-            source = original / rel
-            if source.exists():
-                (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, tree / rel)
-            else:
-                (tree / rel).unlink(missing_ok=True)
-        apply_edits(tree, b)
-        git("add", "-A", "-f", cwd=tree)
-        return _diff(tree, [])
+        tree_a = extract(snapshot, Path(tmp) / "a")
+        apply_edits(tree_a, a)
+        tree_b = extract(snapshot, Path(tmp) / "b")
+        apply_edits(tree_b, b)
+        return diff_trees(tree_a, tree_b)
 
 
-def _diff(tree: Path, extra: list[str]) -> str:
-    out = subprocess.run(
-        ["git", "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", *extra],
-        cwd=tree, capture_output=True, text=True, check=True, timeout=120,
-    )
-    return out.stdout
+def diff_trees(a: Path, b: Path) -> str:
+    """The unified diff from tree `a` to tree `b`, byte for byte: git runs on featdel's own
+    repository and config, never on a `.git` or `.gitattributes` in either tree (featdel.hostgit)."""
+    return hostgit.diff_trees(a, b)
 
 
 class PatchError(Exception):
@@ -117,12 +108,12 @@ class PatchError(Exception):
 
 
 def apply_patch(tree: Path, patch: str) -> None:
-    """Apply a unified diff with `git apply` (works in any directory, repository or not)."""
+    """Apply a unified diff with `git apply` to the files of `tree`, byte for byte: the tree's
+    own `.git` and `.gitattributes`, if any, are never read (featdel.hostgit)."""
     with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
         fh.write(patch)
     try:
-        done = subprocess.run(["git", "apply", "--whitespace=nowarn", fh.name], cwd=tree,
-                              capture_output=True, text=True, timeout=120)
+        done = hostgit.apply(tree, Path(fh.name), "--whitespace=nowarn")
     finally:
         Path(fh.name).unlink()
     if done.returncode != 0:
