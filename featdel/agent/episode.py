@@ -14,14 +14,14 @@ so their trajectories, observation framing and hints are the same by constructio
 
 The work tree is the start state without VCS data; the pristine start state (a one-commit git
 repository) stays outside the sandbox, and the final patch is computed against it from a scrubbed
-copy of the work tree, so caches the test runs left and anything written into the tree cannot
-reach the diff machinery.
+copy of the work tree, in a repository of featdel's own (`featdel.hostgit`), so caches the test
+runs left and anything written into the tree (a `.git/config`, a `.gitattributes`) cannot reach
+the diff machinery.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import subprocess
 import tempfile
@@ -39,7 +39,7 @@ from featdel.agent.protocol import CallError, ToolCall, parse, render, tools_tex
 from featdel.agent.trajectory import Hint, Trajectory, Turn
 from featdel.agent.workspace import Observation, Workspace
 from featdel.grade import GradeTask, grade
-from featdel.trees import scrub, start_state
+from featdel.trees import diff_trees, scrub, start_state
 
 
 
@@ -216,17 +216,15 @@ def _grade(task: AgentTask, start: Path, work: Path, backend, ended: str,
 
 
 def final_patch(start: Path, work: Path) -> str:
-    """The unified diff from the start state (a one-commit repository) to a scrubbed copy of `work`."""
+    """The unified diff from the start state to a scrubbed copy of `work`, both hashed in a
+    repository of featdel's own (`featdel.trees.diff_trees`): the start state's `.git` is not
+    read, and no `.git` or `.gitattributes` in the work tree is obeyed."""
     with tempfile.TemporaryDirectory(prefix="featdel-final-") as tmp:
         final = Path(tmp) / "final"
-        shutil.copytree(work, final, symlinks=True)
+        # no `.git` of any kind, at any depth: one deeper down would make its folder a submodule
+        shutil.copytree(work, final, symlinks=True, ignore=lambda _dir, names: [n for n in names if n == ".git"])
         scrub(final)
-        env = {**os.environ, "GIT_DIR": str(start / ".git"), "GIT_WORK_TREE": str(final),
-               "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        for argv in (["add", "-A", "-f"], ["diff", "--cached", "--binary", "--no-color", "--no-ext-diff"]):
-            done = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *argv], cwd=final, env=env,
-                                  capture_output=True, text=True, timeout=300, check=True)
-        return done.stdout
+        return diff_trees(start, final)
 
 
 def rollouts(task: AgentTask, policy: Policy, backend, *, k: int, config: EpisodeConfig = EpisodeConfig(),

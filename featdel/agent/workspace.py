@@ -10,6 +10,9 @@ Paths are confined to the tree: relative, no `..` and no `.git` component, and w
 the tree holds (code run by the tests can plant them) the real path must stay inside the tree.
 Reading and writing happen here on the host; only `run_tests` executes code, in the sandbox,
 through `featdel.testrun.run_suite` with the tree mounted where the environment expects it.
+That code can write anything into the tree, `.git/config` and `.gitattributes` included, so
+`apply_patch` runs git through `featdel.hostgit` (featdel's own repository and config, none of
+the tree's), and after every run the `.git` entries and planted `.gitattributes` are swept out.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from featdel import hostgit
 from featdel.agent.protocol import ToolCall
 from featdel.errors import SandboxError
 from featdel.grade import GradeTask
@@ -128,10 +132,8 @@ class Workspace:
         with tempfile.NamedTemporaryFile("wb", suffix=".patch", delete=False) as fh:
             fh.write(data)
         try:
-            # GIT_CEILING_DIRECTORIES: the tree has no .git; never let git find a parent repository.
-            done = subprocess.run(["git", "apply", "--whitespace=nowarn", "--recount", fh.name], cwd=self.root,
-                                  capture_output=True, text=True, timeout=60, check=False,
-                                  env={**os.environ, "GIT_CEILING_DIRECTORIES": str(self.root.parent)})
+            # featdel's own repository and config: never a .git or .gitattributes the tests planted
+            done = hostgit.apply(self.root, Path(fh.name), "--whitespace=nowarn", "--recount", timeout=60)
         finally:
             os.unlink(fh.name)
         if done.returncode != 0:
@@ -147,8 +149,12 @@ class Workspace:
         for node in tests or []:
             confine(self.root, node.split("::", 1)[0])
         chosen = tests or self.visible_failing() or None
-        run = run_suite(self.task.env, self.backend, RunOptions(tests=chosen, timeout_s=self.test_timeout_s),
-                        tree=self.root, image=self.task.image)
+        kept = hostgit.gitattributes(self.root)
+        try:
+            run = run_suite(self.task.env, self.backend, RunOptions(tests=chosen, timeout_s=self.test_timeout_s),
+                            tree=self.root, image=self.task.image)
+        finally:
+            hostgit.sweep(self.root, kept)  # no .git or planted .gitattributes outlives the run
         if run.broken:
             text = f"the test run broke: {run.broken}\n{run.output_tail[-1500:]}"
             return Observation(text=self.clip(text), ran_tests=True)
