@@ -21,6 +21,7 @@ unpatched start state is run too, and only if that also fails is the sandbox to 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import tempfile
@@ -29,14 +30,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from featdel import tamper, trees
+from featdel import canaries, tamper, trees
 from featdel.envs import Env
 from featdel.errors import SandboxError
 from featdel.spans import is_doctest, is_test_path
 
 # Files whose content always comes from the task, whatever the patch does to them.
-PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", "pyproject.toml", "setup.cfg", "tox.ini",
-                             "setup.py", ".coveragerc", "sitecustomize.py", "usercustomize.py"})
+# Every file name pytest reads as configuration (pytest 9 adds pytest.toml and .pytest.toml).
+PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml",
+                             "setup.cfg", "tox.ini", "setup.py", ".coveragerc", "sitecustomize.py", "usercustomize.py",
+                             ".gitattributes"})
+# Folders whose files describe installed distributions (entry points name pytest plugins).
+PROTECTED_SUFFIXES = (".dist-info", ".egg-info", ".egg-link")
 MAX_PATCH_BYTES = 8 << 20
 MAX_IDS_ON_COMMAND_LINE = 3000  # beyond this, run the whole suite and read the tests we need
 
@@ -79,10 +84,17 @@ class GradeResult:
 
 
 def protected(path: str, test_files: set[str]) -> bool:
-    """Does this path's content come from the task rather than the patch?"""
-    name = path.rsplit("/", 1)[-1]
-    return (is_test_path(path) or path in test_files or name in PROTECTED_NAMES or name.endswith(".pth")
-            or path.split("/", 1)[0] == ".git")
+    """Does this path's content come from the task rather than the patch? A path beneath a
+    protected one (`pyproject.toml/keep.py`, `x.dist-info/entry_points.txt`) is protected too."""
+    parts = path.split("/")
+    if is_test_path(path):
+        return True
+    for i in range(1, len(parts) + 1):
+        prefix, name = "/".join(parts[:i]), parts[i - 1]
+        if (prefix in test_files or name in PROTECTED_NAMES or name.endswith(".pth") or name == ".git"
+                or name.endswith(PROTECTED_SUFFIXES)):
+            return True
+    return False
 
 
 def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Path | None = None,
@@ -93,7 +105,16 @@ def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Pat
         raise ValueError(f"the runner is for {runner.env.src} ({runner.image}), the task for {task.env.src}")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="featdel-grade-") as tmp:
-        result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner)
+        try:
+            result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner)
+        except Exception as exc:
+            if not patch.strip():
+                raise  # featdel's own failure on the start state: the caller records it as broken
+            # Whatever follows from carrying and running the patch is the patch's failure when
+            # the start state alone grades without it (`broken` is only what fails without it).
+            _grade(task, "", backend, Path(tmp) / "unpatched", False, runner)
+            result, output = GradeResult(instance_id=task.instance_id, status=GradeStatus.UNRESOLVED, reward=0.0,
+                                         reason=f"grading this patch failed: {type(exc).__name__}: {str(exc)[:200]}"), {}
     result = dataclasses.replace(result, model_name_or_path=model, seconds=round(time.monotonic() - started, 3))
     if out_dir is not None:
         _explain(out_dir, patch, result, output)
@@ -123,9 +144,13 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     ignored = sorted(set(changes) - set(carried))
     graded = start  # the pristine start state, from here on the tree that is tested
     texts = {}
-    for rel in carried:
-        texts[rel] = tuple((t / rel).read_bytes() if (t / rel).is_file() else None for t in (start, learner))
-        trees.copy_path(learner, graded, rel)
+    try:
+        for rel in carried:
+            texts[rel] = tuple((t / rel).read_bytes() if (t / rel).is_file() else None for t in (start, learner))
+            trees.copy_path(learner, graded, rel)
+    except OSError as exc:  # e.g. a file where the start state has a folder: the patch's doing
+        return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
+                           reason=f"the patch's files cannot be laid over the start state: {exc}"), {}
     if task.test_patch:
         trees.apply_patch(graded, task.test_patch)
     trees.scrub(graded)
@@ -134,13 +159,17 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     if findings and not allow_suspect:
         return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings,
                            reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
+    planted = canaries.plant(graded, task.fail_to_pass)
     guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files)}
+    added = added_lines(texts, task.gold_patch)
     try:
-        run = _run(task, graded, backend, runner)
+        run = _run(task, graded, backend, runner, [c.node_id for c in planted], added)
     except SandboxError as exc:
-        return GradeResult(**base, status=GradeStatus.BROKEN, reward=0.0, findings=findings,
-                           reason=f"sandbox: {exc}"), {}
-    output = {"run": dataclasses.asdict(run)}
+        run = None
+        why = f"sandbox: {exc}"
+    if run is None:
+        return _without_patch(task, backend, runner, tmp, base, why, {})
+    output = {"run": dataclasses.asdict(run), "canaries": [dataclasses.asdict(c) for c in planted]}
     f2p = {t: _outcome(run, t) for t in task.fail_to_pass}
     p2p = {t: _outcome(run, t) for t in task.pass_to_pass}
     base.update(fail_to_pass=f2p, pass_to_pass=p2p, findings=findings)
@@ -148,34 +177,66 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     # be the task's, so a protected file that changed during the run voids it.
     touched = [rel for rel, digest in guarded.items() if trees.digest(graded, rel) != digest]
     why = (f"the test run changed {len(touched)} protected files, e.g. {touched[0]}" if touched
-           else _unresolved_because(task, run, f2p, p2p))
+           else _unresolved_because(task, run, f2p, p2p, expected_exit=1 if planted else 0))
+    # What the run itself saw (tripwires, a forged stream, a wrong canary) voids it whatever the
+    # scan said: --allow-suspect lets findings through, never run-time evidence.
+    outcomes = {t: _outcome(run, t) for t in [c.node_id for c in planted] + task.fail_to_pass}
+    evidence = run.trips + [w for c in planted if (w := c.wrong(outcomes, why is None))]
+    if evidence and not (run.broken and not run.trips):
+        return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings + evidence,
+                           reason=f"the test run was tampered with: {evidence[0]}"), output
     if why is None:
         return GradeResult(**base, status=GradeStatus.RESOLVED, reward=1.0), output
     if run.broken and not run.timed_out:
-        # No report with the patch: the patch's fault unless the task alone fails the same way.
-        clean = trees.start_state(task.snapshot, task.deletion_patch, tmp / "clean")
-        if task.test_patch:
-            trees.apply_patch(clean, task.test_patch)
-        try:
-            unpatched = _run(task, clean, backend, runner)
-        except SandboxError as exc:
-            unpatched = None
-            why = f"sandbox: {exc}"
-        if unpatched is None or unpatched.broken:
-            return GradeResult(**base, status=GradeStatus.BROKEN, reward=0.0,
-                               reason=f"without the patch too: {unpatched.broken if unpatched else why}"), output
+        return _without_patch(task, backend, runner, tmp, base, why, output)
     return GradeResult(**base, status=GradeStatus.UNRESOLVED, reward=0.0, reason=why), output
 
 
-def _run(task: GradeTask, tree: Path, backend, runner):
+def _without_patch(task: GradeTask, backend, runner, tmp: Path, base: dict, why: str,
+                   output: dict) -> tuple[GradeResult, dict]:
+    """The patched run broke (no complete report, or the sandbox failed): the patch's fault,
+    `unresolved`, unless the unpatched start state breaks too, which alone is `broken`."""
+    try:
+        clean = trees.start_state(task.snapshot, task.deletion_patch, tmp / "clean")
+        if task.test_patch:
+            trees.apply_patch(clean, task.test_patch)
+        unpatched = _run(task, clean, backend, runner)
+        failed = unpatched.broken
+    except SandboxError as exc:
+        failed = f"sandbox: {exc}"
+    if failed:
+        return GradeResult(**base, status=GradeStatus.BROKEN, reward=0.0, reason=f"without the patch too: {failed}"), output
+    return GradeResult(**base, status=GradeStatus.UNRESOLVED, reward=0.0, reason=why), output
+
+
+def added_lines(texts: dict[str, tuple[bytes | None, bytes | None]], gold_patch: str) -> dict[str, list[int]]:
+    """path -> the line numbers of the lines a patch adds to each carried Python file, less lines
+    the start state or the gold patch holds (the tripwire's attribution, as the scan's)."""
+    gold = {ln[1:].strip() for ln in gold_patch.splitlines() if ln.startswith("+") and not ln.startswith("+++")}
+    out = {}
+    for rel, (old, new) in texts.items():
+        if new is None or not rel.endswith(".py"):
+            continue
+        old_lines = (old or b"").decode("utf-8", "replace").splitlines()
+        new_lines = new.decode("utf-8", "replace").splitlines()
+        known = {ln.strip() for ln in old_lines} | gold
+        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        numbers = [j + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert")
+                   for j in range(j1, j2) if new_lines[j].strip() not in known]
+        if numbers:
+            out[rel] = numbers
+    return out
+
+
+def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), added: dict | None = None):
     from featdel.testrun import RunOptions, run_suite
 
     wanted = task.fail_to_pass + task.pass_to_pass
-    tests = wanted if len(wanted) <= MAX_IDS_ON_COMMAND_LINE else None
+    tests = wanted + list(extra) if len(wanted) <= MAX_IDS_ON_COMMAND_LINE else None
+    options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None)
     if runner is not None:  # it hands the tree back holding what the run left, as a fresh sandbox would
-        return runner.run_suite(RunOptions(tests=tests, timeout_s=task.timeout_s), tree=tree)
-    return run_suite(task.env, backend, RunOptions(tests=tests, timeout_s=task.timeout_s), tree=tree,
-                     image=task.image)
+        return runner.run_suite(options, tree=tree)
+    return run_suite(task.env, backend, options, tree=tree, image=task.image)
 
 
 def _outcome(run, test: str) -> str:
@@ -184,7 +245,8 @@ def _outcome(run, test: str) -> str:
     return run.outcomes.get(test, "missing")
 
 
-def _unresolved_because(task: GradeTask, run, f2p: dict[str, str], p2p: dict[str, str]) -> str | None:
+def _unresolved_because(task: GradeTask, run, f2p: dict[str, str], p2p: dict[str, str],
+                        expected_exit: int = 0) -> str | None:
     """None when the run earns the reward; otherwise the first reason it does not."""
     if run.timed_out:
         return f"the tests did not finish within {task.timeout_s:.0f}s"
@@ -197,8 +259,8 @@ def _unresolved_because(task: GradeTask, run, f2p: dict[str, str], p2p: dict[str
         bad = [t for t, o in outcomes.items() if o != "passed"]
         if bad:
             return f"{len(bad)} of {len(outcomes)} {kind} tests did not pass, e.g. {bad[0]} ({outcomes[bad[0]]})"
-    if by_ids and run.exit_code != 0:
-        return f"every test passed but pytest exited {run.exit_code}"
+    if by_ids and run.exit_code != expected_exit:  # 1: the canaries that must fail did
+        return f"every test passed but pytest exited {run.exit_code} (expected {expected_exit})"
     return None
 
 
