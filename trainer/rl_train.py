@@ -260,14 +260,14 @@ def _rollouts(my_tasks, actor, codec, backend, p, episode, seed: int, step: int)
 
 
 def _monitor(trajs: list) -> list:
-    """A trajectory the monitor's rules flag earns nothing (status `flagged`, the rules in `reason`)."""
-    try:
-        from featdel.monitor import flag
-    except ImportError:
-        return trajs
+    """A trajectory the monitor's rules flag earns nothing (status `flagged`, the rules in `reason`).
+    Broken ones are read too: a flagged attempt counts as a failure whatever the sandbox did. The
+    monitor is not optional: if it cannot be imported the step fails rather than trust every reward."""
+    from featdel.monitor import flag
+
     out = []
     for t in trajs:
-        flags = flag(t) if t.status != "broken" else []
+        flags = flag(t)
         if flags:
             rules = sorted({f.rule for f in flags})
             t = dataclasses.replace(t, reward=0.0, status="flagged", reason=f"monitor: {', '.join(rules)}")
@@ -305,7 +305,10 @@ def _record(step: int, everything: list[dict], traj_dir: Path, metrics_path: Pat
         "step": step + 1,
         "reward_mean": sum(t.reward for t in graded) / len(graded) if graded else 0.0,
         "resolved": sum(t.status == "resolved" for t in trajs),
+        # broken: the start state failed without the learner's patch (featdel.grade); left out of the
+        # loss and the pass rates, counted here and by task so a broken environment is seen
         "trajectories": len(trajs), "broken": len(trajs) - len(graded),
+        "broken_tasks": sorted({t.instance_id for t in trajs if t.status == "broken"}),
         "flagged": sum(t.status == "flagged" for t in trajs),
         "skipped_update": any(p.get("skipped") for p in parts),
         **{k: _mean(parts, k) for k in ("loss", "policy", "distill", "kl_old", "kl_teacher")},

@@ -201,11 +201,13 @@ def _act(policy: Policy, codec: Codec, context: list[int], allowance: int, seed:
 
 def _grade(task: AgentTask, start: Path, work: Path, backend, ended: str,
            config: EpisodeConfig) -> tuple[str, float, str, str]:
-    """(patch, reward, status, reason); an exception while grading is `broken`, never a crash."""
+    """(patch, reward, status, reason). A work tree that cannot be diffed is the learner's doing
+    (`patch_failed`); the grader records any failure that follows from the patch as the patch's,
+    so an exception out of `grade` means the start state itself fails: `broken`, never a crash."""
     try:
         patch = final_patch(start, work)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return "", 0.0, "broken", f"could not diff the work tree: {exc}"
+    except (OSError, subprocess.SubprocessError, UnicodeError) as exc:
+        return "", 0.0, "patch_failed", f"could not diff the work tree: {exc}"
     if config.require_submit and ended != "submitted":
         return patch, 0.0, "not_submitted", f"the episode ended by {ended} without submit"
     try:
