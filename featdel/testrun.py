@@ -182,7 +182,7 @@ class SuiteRunner:
             with Channel(sealed, added=options.added, config=config) as channel:
                 variables = {**self.env.environ(), "HOME": "/tmp", "FEATDEL_SPEC": str(channel.spec)}
                 result = self._exec(argv, tree, variables, options.timeout_s, out_dir, sealed)
-            stream = channel.stream()
+            stream = channel.stream(ran=not options.collect_only)
             data_file = out_dir / "coverage.sqlite"
             if options.coverage_to is not None and data_file.is_file() and not data_file.is_symlink():
                 options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
