@@ -408,15 +408,28 @@ def _bind(node: ast.AST, scope: _Scope, module: _Scope, handled: set[int]) -> No
 
 # -- folding: the constant an expression evaluates to, where it can be known ---------------------
 
-def _plain(value, depth: int = 0) -> bool:
+class _PList(list):
+    """A folded list with unknown elements (marked once when built, so asking is cheap)."""
+
+
+class _PTuple(tuple):
+    """A folded tuple with unknown elements."""
+
+
+class _PDict(dict):
+    """A folded dict with unknown values."""
+
+
+def _plain(value) -> bool:
     """Known all through (no unknown element inside)."""
-    if value is _NO or depth > 20:
-        return False
-    if isinstance(value, (list, tuple)):
-        return all(_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict):
-        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
-    return True
+    return value is not _NO and not isinstance(value, (_PList, _PTuple, _PDict))
+
+
+def _marked(items, kind: type):
+    """`items` as a list, tuple or dict, marked partial if anything in it is unknown."""
+    values = items.values() if kind is dict else items
+    partial = not all(map(_plain, values))
+    return ({list: _PList, tuple: _PTuple, dict: _PDict}[kind] if partial else kind)(items)
 
 
 def _small(*values) -> bool:
@@ -660,8 +673,8 @@ class _Analysis:
             raise
         except Exception:  # folding runs library code on odd input: any failure means "not known"
             value = _NO
-        if value is not _NO and (size := _size(value)) > 1:
-            self.spent += size
+        if value is not _NO and not isinstance(node, ast.Name) and (size := _size(value)) > 1:
+            self.spent += size  # a name gives a value already counted where it was built
             if size > MAX_TEXT:
                 value = _NO
         if not env:
@@ -725,12 +738,12 @@ class _Analysis:
                     out += list(part)
                 else:
                     out.append(self.val(elt, env))
-            return tuple(out) if isinstance(node, ast.Tuple) else out
+            return _marked(out, tuple if isinstance(node, ast.Tuple) else list)
         if isinstance(node, ast.Dict):
             keys = [_NO if k is None else self.val(k, env) for k in node.keys]
             if not all(map(_plain, keys)):
                 return _NO
-            return dict(zip(keys, (self.val(v, env) for v in node.values), strict=True))
+            return _marked(dict(zip(keys, (self.val(v, env) for v in node.values), strict=True)), dict)
         if isinstance(node, ast.Subscript):
             value = self.val(node.value, env)
             if value is _NO:
@@ -738,7 +751,10 @@ class _Analysis:
             if isinstance(node.slice, ast.Slice):
                 s = node.slice
                 parts = [None if p is None else self.val(p, env) for p in (s.lower, s.upper, s.step)]
-                return _NO if any(p is _NO for p in parts) else value[slice(*parts)]
+                if any(p is _NO for p in parts):
+                    return _NO
+                part = value[slice(*parts)]
+                return _marked(part, type(part).__mro__[-2]) if isinstance(value, (_PList, _PTuple)) else part
             key = self.val(node.slice, env)
             return value[key] if _plain(key) else _NO
         if isinstance(node, ast.Call):
@@ -828,9 +844,9 @@ class _Analysis:
                 out.append(self.val(fn.body, {**(env or {}), name: x}))
                 if self.over or _size(out) > MAX_TEXT:
                     return _NO
-            return out
+            return _marked(out, list)
         folder = FOLDERS.get(self.qual(fn))
-        return _NO if folder is None else [folder(x) for x in items]
+        return _NO if folder is None else _marked([folder(x) for x in items], list)
 
     def _comp(self, node: ast.ListComp | ast.GeneratorExp, env: dict | None):
         if len(node.generators) != 1 or node.generators[0].is_async:
@@ -859,7 +875,7 @@ class _Analysis:
                 out.append(self.val(node.elt, inner))
                 if self.over or _size(out) > MAX_TEXT:
                     return _NO
-        return out
+        return _marked(out, list)
 
     # -- where a value comes from
 
