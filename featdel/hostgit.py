@@ -47,13 +47,12 @@ class HostRepo:
         self.tmp = Path(tempfile.mkdtemp(prefix="featdel-hostgit-"))
         self.git_dir, self.home = self.tmp / "repo.git", self.tmp / "home"
         self.home.mkdir()
-        try:
-            self.git("init", "-q", "--bare")
-            (self.git_dir / "info").mkdir(exist_ok=True)
-            (self.git_dir / "info" / "attributes").write_text(NEUTRAL_ATTRIBUTES)
-        except BaseException:
-            self.close()
-            raise
+        # The layout `git init --bare --template=` makes, written here: one process fewer per call.
+        for sub in ("objects", "refs/heads", "refs/tags", "info"):
+            (self.git_dir / sub).mkdir(parents=True)
+        (self.git_dir / "HEAD").write_text("ref: refs/heads/main\n")
+        (self.git_dir / "config").write_text("[core]\n\trepositoryformatversion = 0\n\tbare = true\n")
+        (self.git_dir / "info" / "attributes").write_text(NEUTRAL_ATTRIBUTES)
 
     def __enter__(self) -> HostRepo:
         return self
