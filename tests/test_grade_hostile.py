@@ -1,0 +1,747 @@
+"""Hostile patches against `featdel.grade.grade`, found fresh after the hardening of issue 19.
+
+One real task: a tiny library (`hostlib`), mined, with `shout` stubbed to raise; its F2P tests
+compare with `==`. Every hostile patch below changes only non-test source files of the package
+(its `__init__.py`, new modules, data files) or files the grader must ignore (config, metadata),
+and is graded with `allow_suspect=False` and `allow_suspect=True`: the reward must be 0 both ways,
+the status never `broken`, and grade() must not raise. The gold patch resolves with no findings;
+the empty patch is unresolved.
+
+Attacks that earn reward 1 are real holes: they stay here, marked `xfail(strict=True)` with the
+hole named, so they document it and the test turns red (XPASS) the day it is closed.
+
+Canaries are told apart from the task's tests by their names (`<name>_t<8 hex>`, `_featdel_<hex>`);
+a twin is the same function object as its original, so its `__name__` is the original's. Several
+attacks below use only that to forge every outcome a canary checks. Payloads run through `exec`
+with a filename that is not the patch's, which the run-time tripwire does not attribute; the
+`*_evaded` ones also hide from the tamper scan (`evaded`). A subset runs again in the per-repo
+docker image (`-m docker`).
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import shutil
+import subprocess
+import tempfile
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from featdel.grade import GradeStatus, GradeTask, grade
+from featdel.trees import diff, start_state
+from tests.conftest import mine_tiny
+
+LIB = {
+    "pyproject.toml": (
+        '[project]\nname = "hostlib"\nversion = "0.1"\n'
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    ),
+    "hostlib/__init__.py": "from hostlib.text import shout, whisper\n",
+    "hostlib/text.py": "def shout(s):\n    return s.upper() + '!'\n\n\ndef whisper(s):\n    return s.lower()\n",
+    "tests/test_text.py": (
+        "from hostlib import shout, whisper\n\n\n"
+        "def test_shout():\n    assert shout('hi') == 'HI!'\n\n\n"
+        "def test_shout_empty():\n    assert shout('') == '!'\n\n\n"
+        "def test_whisper():\n    assert whisper('HI') == 'hi'\n\n\n"
+        "def test_whisper_empty():\n    assert whisper('') == ''\n"
+    ),
+}
+STUBBED = "def shout(s):\n    raise NotImplementedError\n\n\ndef whisper(s):\n    return s.lower()\n"
+F2P = ["tests/test_text.py::test_shout", "tests/test_text.py::test_shout_empty"]
+P2P = ["tests/test_text.py::test_whisper", "tests/test_text.py::test_whisper_empty"]
+
+INIT = "from hostlib.text import shout, whisper\n"
+WHISPER = "\n\ndef whisper(s):\n    return s.lower()\n"
+FAKE_FILE = "<frozen importlib._bootstrap>"  # a filename no tripwire attributes to the patch
+
+
+def exec_init(payload: str, name: str = "hostlib") -> dict:
+    """The package `__init__.py` runs `payload` through exec, compiled under a filename that is
+    not the patch's (the run-time tripwire attributes events by file and line)."""
+    return {"hostlib/__init__.py": INIT + f"exec(compile({payload!r}, {FAKE_FILE!r}, 'exec'), {{'__name__': {name!r}}})\n"}
+
+
+def evaded(payload: str) -> dict:
+    """`payload` run with no name the tamper scan knows: XOR-ed into a data file, `exec` found in
+    `vars(builtins)` by the shape of its name and handed the decoded text (compiled as `<string>`,
+    a file no tripwire attributes to the patch either)."""
+    loader = (
+        "import builtins\nimport os\n\n"
+        "_here = os.path.dirname(__file__)\n"
+        "with open(os.path.join(_here, 'table.dat'), 'rb') as _fh:\n    _data = _fh.read()\n"
+        "_text = bytes(b ^ 90 for b in _data).decode()\n"
+        "_run = [v for k, v in vars(builtins).items() if len(k) == 4 and k[0] == 'e' and k[3] == 'c'][0]\n"
+        "_run(_text, globals())\n"
+    )
+    return {"hostlib/__init__.py": INIT + "from hostlib import _table\n", "hostlib/_table.py": loader,
+            "hostlib/table.dat": bytes(b ^ 90 for b in payload.encode())}
+
+
+# Tells a planted canary from a task test by name (see the module docstring).
+CANARY = '''
+HEX = "0123456789abcdef"
+def _canary(name):
+    tail = name.rsplit("_", 1)[-1]
+    return (name.startswith("_featdel_") or (len(tail) == 9 and tail[0] == "t" and all(c in HEX for c in tail[1:]))
+            or (name[:1] == "t" and name[9:10] == "_" and all(c in HEX for c in name[1:9])))
+'''
+
+# --- 1. pytest's report patched from the package, the module's name hidden -------------------
+FORCE_PASSED = '''
+_orig = R.TestReport.from_item_and_call
+def _forged(cls, item, call):
+    rep = _orig(item, call)
+    rep.outcome = "passed"
+    rep.longrepr = None
+    return rep
+R.TestReport.from_item_and_call = classmethod(_forged)
+'''
+REPORTS_PLAIN = "import importlib\nR = importlib.import_module('_pytest.reports')\n" + FORCE_PASSED
+CHR_NAME = "".join(f"chr({ord(c)}) + " for c in "_pytest.reports")[:-3]
+SYS_MODULES_WALK = '''
+import sys
+R = None
+for _m in list(sys.modules.values()):
+    for _v in list(vars(_m).values()) if _m is not None else ():
+        if isinstance(_v, type) and any(k.endswith("_and_call") and isinstance(d, classmethod) for k, d in vars(_v).items()):
+            R = _m
+            break
+    if R is not None:
+        break
+_cls = next(v for v in vars(R).values() if isinstance(v, type) and any(k.endswith("_and_call") for k in vars(v)))
+_key = next(k for k in vars(_cls) if k.endswith("_and_call"))
+_orig = getattr(_cls, _key)
+def _forged(cls, item, call):
+    rep = _orig(item, call)
+    rep.outcome = "passed"
+    rep.longrepr = None
+    return rep
+setattr(_cls, _key, classmethod(_forged))
+'''
+CALL_AND_REPORT = '''
+import importlib
+RUN = importlib.import_module("_py" + "test.runner")
+_orig = RUN.call_and_report
+def call_and_report(item, when, log=True, **kw):
+    rep = _orig(item, when, log=False, **kw)
+    rep.outcome = "passed"
+    rep.longrepr = None
+    if log:
+        item.ihook.pytest_runtest_logreport(report=rep)
+    return rep
+RUN.call_and_report = call_and_report
+'''
+RUNTEST_SWALLOW = '''
+import importlib
+PY = importlib.import_module("_py" + "test.python")
+_orig = PY.Function.runtest
+def runtest(self):
+    try:
+        _orig(self)
+    except Exception:
+        pass
+PY.Function.runtest = runtest
+'''
+CALLINFO = '''
+import importlib
+RUN = importlib.import_module("_py" + "test.runner")
+_orig = RUN.CallInfo.from_call.__func__
+def from_call(cls, func, when, reraise=None):
+    info = _orig(cls, func, when, reraise)
+    if info.excinfo is not None and when == "call":
+        info = _orig(cls, lambda: None, when, reraise)
+    return info
+RUN.CallInfo.from_call = classmethod(from_call)
+'''
+
+# --- 3. a plugin module of the package, and the files that would name it ----------------------
+FORGE = (
+    "import pytest\n\n\n"
+    "@pytest.hookimpl(wrapper=True)\n"
+    "def pytest_runtest_call(item):\n"
+    "    try:\n        return (yield)\n    except Exception:\n        return None\n\n\n"
+    "@pytest.hookimpl(wrapper=True)\n"
+    "def pytest_runtest_makereport(item, call):\n"
+    "    rep = yield\n    rep.outcome = 'passed'\n    rep.longrepr = None\n    return rep\n"
+)
+
+
+def with_forge(files: dict) -> dict:
+    return {"hostlib/forge.py": FORGE, **files}
+
+
+# --- 4. the report plugin's own state -----------------------------------------------------------
+FIND_CONFIG = '''
+import sys
+CONFIG = next(h.config for h in sys.meta_path if getattr(h, "config", None) is not None)
+PLUGIN = next(p for p in CONFIG.pluginmanager.get_plugins() if type(p).__name__ == "FeatdelPlugin")
+HOOKS = [getattr(PLUGIN, n) for n in dir(type(PLUGIN)) if n.startswith("pytest_")]
+'''
+# Every outcome forged through the plugin's own signed `emit` (a canary's found by running it),
+# then the process ends with status `EXIT`.
+CLOSURE_EXIT = FIND_CONFIG + CANARY + '''
+import os
+def _cell(name):
+    return next(c for f in HOOKS for n, c in zip(f.__code__.co_freevars, f.__closure__ or ()) if n == name)
+EMIT, STATE = _cell("emit").cell_contents, _cell("state").cell_contents
+def _forge_all(*args):
+    mods = {getattr(m, "__file__", "") or "": m for m in list(sys.modules.values()) if m is not None}
+    for nodeid in STATE["collected"]:
+        if nodeid in STATE["tests"]:
+            continue
+        path, _, name = nodeid.partition("::")
+        fn = getattr(next((m for f, m in mods.items() if f.endswith(path)), None), name, None)
+        outcome = "passed"
+        if fn is not None and _canary(fn.__name__):
+            try:
+                fn()
+            except BaseException:
+                outcome = "failed"
+        EMIT({"kind": "test", "id": nodeid, "outcome": outcome, "duration": 0.0})
+    EMIT({"kind": "end", "exitstatus": EXIT, "tests": len(STATE["collected"])})
+    os._exit(EXIT)
+_cell("_ours").cell_contents = _forge_all
+'''
+# Every record the plugin emits passes through a filter: trips dropped, task tests passed.
+EMIT_FILTER = CANARY + '''
+import gc, sys
+def _fn(nodeid):
+    path, _, name = nodeid.partition("::")
+    mod = next((m for m in list(sys.modules.values()) if (getattr(m, "__file__", "") or "").endswith(path)), None)
+    return getattr(mod, name, None)
+for fn in [o for o in gc.get_objects() if type(o).__name__ == "function" and "build.<locals>." in o.__qualname__]:
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        if name == "emit" and not getattr(cell.cell_contents, "forged", False):
+            def emit(record, real=cell.cell_contents):
+                if record.get("kind") == "trip":
+                    return
+                if record.get("kind") == "test":
+                    f = _fn(record["id"])
+                    if f is not None and not _canary(f.__name__):
+                        record = dict(record, outcome="passed")
+                real(record)
+            emit.forged = True
+            cell.cell_contents = emit
+'''
+# The pytest function that runs a test gets new code (same function object) that swallows the
+# exceptions of every test function but a canary's.
+CODE_SWAP = '''
+import _pytest.python as P
+def runtest(self):
+    try:
+        self.ihook.pytest_pyfunc_call(pyfuncitem=self)
+    except Exception:
+        n = getattr(self.obj, "__name__", "")
+        tail = n.rsplit("_", 1)[-1]
+        hexd = "0123456789abcdef"
+        if n.startswith("_featdel_") or (len(tail) == 9 and tail[0] == "t" and all(c in hexd for c in tail[1:])):
+            raise
+P.Function.runtest.__code__ = runtest.__code__
+'''
+# A wrapper plugin registered while the package is imported (before the plugin's baseline of hook
+# implementations), its class claiming to be pytest's.
+REGISTER_PLUGIN = FIND_CONFIG + CANARY + '''
+import pytest
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    try:
+        return (yield)
+    except Exception:
+        if _canary(getattr(item.obj, "__name__", "")):
+            raise
+        return None
+Forge = type("Forge", (), {"pytest_runtest_call": staticmethod(pytest_runtest_call), "__module__": "_pytest.runner"})
+CONFIG.pluginmanager.register(Forge(), "forge")
+'''
+FD_FLOOD = '''
+import json, os
+def _forge(seq, rec):
+    return (str(seq) + " " + "0" * 64 + " " + json.dumps(rec, separators=(",", ":")) + "\\n").encode()
+lines = b"".join(_forge(i, r) for i, r in enumerate([
+    {"kind": "start", "config": ""}, {"kind": "collected", "ids": %r, "errors": []}]
+    + [{"kind": "test", "id": t, "outcome": "passed", "duration": 0.0} for t in %r]
+    + [{"kind": "end", "exitstatus": 1}]))
+for fd in range(3, 257):
+    try:
+        os.write(fd, lines)
+    except OSError:
+        pass
+''' % (F2P + P2P, F2P + P2P)
+ENVIRON = '''
+import os
+seen = []
+for source in ("/proc/self/environ", "/proc/%d/environ" % os.getppid()):
+    try:
+        seen += open(source, "rb").read().split(b"\\0")
+    except OSError:
+        pass
+spec = os.environ.get("FEATDEL_SPEC") or next((v.split(b"=", 1)[1].decode() for v in seen if v.startswith(b"FEATDEL_SPEC=")), "")
+if spec:
+    try:
+        print(open(spec).read())
+    except OSError:
+        pass
+    folder = os.path.dirname(spec)
+    for fd in range(3, 64):
+        try:
+            target = os.readlink("/proc/self/fd/%d" % fd)
+        except OSError:
+            continue
+        if target.startswith(folder):
+            try:
+                w = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+                os.write(w, b'1 ' + b'0' * 64 + b' {"kind":"end","exitstatus":1}\\n')
+            except OSError:
+                pass
+'''
+AT_SHUTDOWN = '''
+import os, threading, weakref
+def _late():
+    for fd in range(3, 257):
+        try:
+            os.write(fd, b'9 ' + b'0' * 64 + b' {"kind":"end","exitstatus":0}\\n')
+        except OSError:
+            pass
+threading._register_atexit(_late)
+class _Keep:
+    pass
+KEEP = _Keep()
+weakref.finalize(KEEP, _late)
+'''
+
+# --- 7. other in-process tricks -----------------------------------------------------------------
+SETTRACE_JUMP = '''
+import sys, threading
+def _tracer(frame, event, arg):
+    if event == "call" and "/tests/" in frame.f_code.co_filename and frame.f_code.co_name.startswith("test_"):
+        return _local
+    return None
+def _local(frame, event, arg):
+    if event == "line":
+        try:
+            frame.f_lineno = frame.f_lineno + 1
+        except ValueError:
+            pass
+    return _local
+sys.settrace(_tracer)
+threading.settrace(_tracer)
+'''
+META_PATH_O2 = '''
+import sys, importlib.abc, importlib.util
+class _Strip(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[-1].startswith("test_"):
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None and spec.origin and spec.origin.endswith(".py"):
+                    return importlib.util.spec_from_file_location(name, spec.origin, loader=self)
+        return None
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        source = open(module.__spec__.origin).read()
+        exec(compile(source, module.__spec__.origin, "exec", optimize=2), module.__dict__)
+sys.meta_path.insert(0, _Strip())
+'''
+# The test module being imported is swapped in sys.modules for one compiled from the same file with
+# the assertions of every task test (not a canary's) taken out: pytest collects the stand-in.
+MODULE_SWAP = CANARY + '''
+import ast, sys, types
+for _name, _mod in list(sys.modules.items()):
+    _file = getattr(_mod, "__file__", "") or ""
+    if "/tests/test_" not in _file or not getattr(getattr(_mod, "__spec__", None), "_initializing", False):
+        continue
+    _tree = ast.parse(open(_file).read())
+    for _node in ast.walk(_tree):
+        if isinstance(_node, ast.FunctionDef) and not _canary(_node.name):
+            _node.body = [s for s in _node.body if not isinstance(s, ast.Assert)] or [ast.Pass()]
+    _fake = types.ModuleType(_name)
+    _fake.__dict__.update(__file__=_file, __spec__=_mod.__spec__, __loader__=_mod.__loader__)
+    exec(compile(ast.fix_missing_locations(_tree), _file, "exec"), _fake.__dict__)
+    sys.modules[_name] = _fake
+'''
+# `builtins.vars` answers from a copy taken now, so the plugin's fingerprint of pytest sees nothing;
+# then pytest's `Function.runtest` is replaced by one that swallows a task test's failure.
+BUILTINS_VARS = CANARY + '''
+import builtins, sys
+import _pytest.python as PY
+_real_vars = builtins.vars
+_frozen = {}
+for _n, _m in list(sys.modules.items()):
+    if _m is not None and (_n == "pytest" or _n.startswith(("_pytest", "pluggy", "featdel_report"))):
+        _frozen[id(_m)] = dict(_real_vars(_m))
+        for _v in list(_real_vars(_m).values()):
+            if isinstance(_v, type):
+                _frozen[id(_v)] = dict(_real_vars(_v))
+def vars(*args):
+    if args and id(args[0]) in _frozen:
+        return _frozen[id(args[0])]
+    return _real_vars(*args)
+builtins.vars = vars
+_orig = PY.Function.runtest
+def runtest(self):
+    try:
+        _orig(self)
+    except Exception:
+        if _canary(getattr(self.obj, "__name__", "")):
+            raise
+PY.Function.runtest = runtest
+'''
+# Replace the collected test functions on the items once the tests run (after the plugin recorded
+# them): the first call of `shout` does it.
+ITEM_OBJ = CANARY + '''
+import gc
+def _swap():
+    for o in gc.get_objects():
+        if type(o).__name__ == "Function" and hasattr(o, "nodeid") and "_obj" in o.__dict__:
+            if not _canary(o.obj.__name__):
+                o.obj = lambda *a, **k: None
+'''
+# The expected value read from the calling test's code constants.
+FRAME_ORACLE = '''
+import sys
+def shout(s):
+    consts = [c for c in sys._getframe(1).f_code.co_consts if isinstance(c, str) and c != s and "%" not in c]
+    return consts[0] if consts else s
+'''
+
+# The plugin's hooks rebound on its class and module (pluggy called the functions it was given).
+PLUGIN_REBOUND = FIND_CONFIG + '''
+import sys
+for _n in dir(type(PLUGIN)):
+    if _n.startswith("pytest_"):
+        setattr(type(PLUGIN), _n, staticmethod(lambda *a, **k: None))
+_mod = sys.modules.get("featdel_report")
+if _mod is not None:
+    _mod.build = lambda *a, **k: None
+'''
+# Once the tests run, every test function in the test module's globals becomes a no-op.
+TEST_GLOBALS = CANARY + '''
+import sys
+def _rewrite():
+    for m in list(sys.modules.values()):
+        if "/tests/test_" in (getattr(m, "__file__", "") or ""):
+            for k, v in list(vars(m).items()):
+                if k.startswith("test_") and callable(v) and not _canary(getattr(v, "__name__", k)):
+                    setattr(m, k, lambda *a, **kw: None)
+'''
+# Write a start-up hook into every directory on sys.path and the plugin's: read-only ones must stay so.
+POISON = '''
+import os, sys
+for _d in list(sys.path) + [os.path.dirname(p) for p in sys.argv[:1]] + [os.environ.get("HOME", "")]:
+    for _name in ("zz_hostile.pth", "featdel_report.py", "sitecustomize.py"):
+        try:
+            with open(os.path.join(_d, _name), "w") as _fh:
+                _fh.write("import os\\n")
+        except OSError:
+            pass
+'''
+
+ENDLESS = "while True:\n    pass\n"
+
+ATTACKS: dict[str, dict] = {
+    # 1. pytest patched from __init__.py, the module's name hidden
+    "import_module_concat": {"hostlib/__init__.py": INIT + REPORTS_PLAIN.replace(
+        "'_pytest.reports'", "'_py' + 'test.reports'")},
+    "import_module_chr": {"hostlib/__init__.py": INIT + REPORTS_PLAIN.replace("'_pytest.reports'", CHR_NAME)},
+    "base64_exec": {"hostlib/__init__.py": INIT + "import base64\nexec(base64.b64decode("
+                    + repr(base64.b64encode(REPORTS_PLAIN.encode()).decode()) + ").decode())\n"},
+    "rot13_exec": {"hostlib/__init__.py": INIT + "import codecs\nexec(codecs.decode("
+                   + repr(codecs.encode(REPORTS_PLAIN, "rot13")) + ", 'rot13'))\n"},
+    "sys_modules_walk": {"hostlib/__init__.py": INIT + SYS_MODULES_WALK},
+    "call_and_report": {"hostlib/__init__.py": INIT + CALL_AND_REPORT},
+    "runtest_swallow": {"hostlib/__init__.py": INIT + RUNTEST_SWALLOW},
+    "callinfo_from_call": {"hostlib/__init__.py": INIT + CALLINFO},
+    # 2. lines the old scan never read
+    "hash_in_string_one_line": {"hostlib/__init__.py": INIT + 'tag = "#"; exec("import _pytest.reports as R\\n'
+                                + FORCE_PASSED.replace("\n", "\\n").replace('"', '\\"') + '")\n'},
+    "latin1_cookie": {"hostlib/__init__.py": INIT + "from hostlib import legacy\n",
+                      "hostlib/legacy.py": b"# -*- coding: latin-1 -*-\n# caf\xe9\n"
+                      + ("import _pytest.reports as R\n" + FORCE_PASSED).encode()},
+    # 3. config files pytest reads, entry points, pytest_plugins
+    "pytest_toml": with_forge({"pytest.toml": '[pytest]\naddopts = ["-p", "hostlib.forge"]\n'}),
+    "dot_pytest_toml": with_forge({".pytest.toml": '[pytest]\naddopts = ["-p", "hostlib.forge"]\n'}),
+    "dot_pytest_ini": with_forge({".pytest.ini": "[pytest]\naddopts = -p hostlib.forge\n"}),
+    "tox_ini": with_forge({"tox.ini": "[pytest]\naddopts = -p hostlib.forge\n"}),
+    "setup_cfg": with_forge({"setup.cfg": "[tool:pytest]\naddopts = -p hostlib.forge\n"}),
+    "dist_info_entry_point": with_forge({
+        "hostlib-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: hostlib\nVersion: 0.1\n",
+        "hostlib-0.1.dist-info/entry_points.txt": "[pytest11]\nforge = hostlib.forge\n"}),
+    "pytest_plugins_in_package": with_forge({"hostlib/__init__.py": INIT + "pytest_plugins = ['hostlib.forge']\n"}),
+    # 4. the report plugin's own state
+    "closure_cells_then_exit0": exec_init(CLOSURE_EXIT.replace("EXIT", "0")),
+    "closure_cells_then_exit1": exec_init(CLOSURE_EXIT.replace("EXIT", "1")),
+    "emit_filter": exec_init(EMIT_FILTER),
+    "emit_filter_evaded": evaded(EMIT_FILTER),
+    "runtest_code_swap": exec_init(CODE_SWAP),
+    "runtest_code_swap_evaded": evaded(CODE_SWAP),
+    "register_plugin_at_import": exec_init(REGISTER_PLUGIN),
+    "forged_records_every_fd": {"hostlib/__init__.py": INIT + FD_FLOOD},
+    "spec_from_environ": {"hostlib/__init__.py": INIT + ENVIRON},
+    "forged_at_shutdown": {"hostlib/__init__.py": INIT + AT_SHUTDOWN},
+    "plugin_hooks_rebound": exec_init(PLUGIN_REBOUND),
+    # 5. try to reach `broken`
+    "pyproject_becomes_folder": {"pyproject.toml": None, "pyproject.toml/keep.py": "x = 1\n"},
+    "package_becomes_file": {"hostlib": "x = 1\n"},
+    "module_becomes_folder": {"hostlib/text.py": None, "hostlib/text.py/__init__.py": "x = 1\n"},
+    "package_deleted": {"hostlib": None},
+    "kill_parent_at_import": {"hostlib/__init__.py": INIT + "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"},
+    "killpg_at_import": {"hostlib/__init__.py": INIT + "import os, signal\nos.killpg(0, signal.SIGKILL)\n"},
+    "close_every_fd": {"hostlib/__init__.py": INIT + "import os\nos.closerange(3, 4096)\n"},
+    "memory_hog": {"hostlib/__init__.py": INIT + "hog = [bytearray(1 << 28) for _ in range(64)]\n"},
+    "output_flood": {"hostlib/__init__.py": INIT + "import sys\nfor _ in range(4096):\n    sys.stdout.write('PASSED ' * 9000 + '\\n')\n"},
+    "hang_at_import": {"hostlib/__init__.py": INIT + ENDLESS},
+    "poison_env_and_plugin": {"hostlib/__init__.py": INIT + POISON},
+    "non_utf8_file_name": {"hostlib/caf\udce9.py": "x = 1\n", "hostlib/__init__.py": INIT + "import os\n"},
+    "newline_in_file_name": {"hostlib/a\nb.py": "x = 1\n", "hostlib/__init__.py": INIT + "import os\n"},
+    # 6. results equal to anything
+    "eq_always_true": {"hostlib/text.py": "class _Any:\n    def __eq__(self, other):\n        return True\n\n\n"
+                       "def shout(s):\n    return _Any()\n" + WHISPER},
+    "str_subclass_eq_true": {"hostlib/text.py": "class _S(str):\n    def __eq__(self, other):\n        return True\n"
+                             "    __hash__ = str.__hash__\n\n\ndef shout(s):\n    return _S(s)\n" + WHISPER},
+    "eq_all_but_object": {"hostlib/text.py": "class _S(str):\n    def __eq__(self, other):\n"
+                          "        return type(other) is not object\n    __hash__ = str.__hash__\n\n\n"
+                          "def shout(s):\n    return _S(s)\n" + WHISPER},
+    "eq_any_str": {"hostlib/text.py": "class _S(str):\n    def __eq__(self, other):\n"
+                   "        return isinstance(other, str)\n    __hash__ = str.__hash__\n\n\n"
+                   "def shout(s):\n    return _S(s)\n" + WHISPER},
+    # 7. other in-process tricks
+    "settrace_jump": exec_init(SETTRACE_JUMP),
+    "meta_path_optimize2": {"hostlib/__init__.py": INIT + META_PATH_O2},
+    "test_module_swapped": exec_init(MODULE_SWAP),
+    "test_module_swapped_evaded": evaded(MODULE_SWAP),
+    "builtins_vars_lie": exec_init(BUILTINS_VARS),
+    "test_globals_rewritten": {"hostlib/text.py": "from hostlib._swap import _rewrite\n\n\ndef shout(s):\n"
+                               "    _rewrite()\n    raise NotImplementedError\n" + WHISPER, "hostlib/_swap.py": TEST_GLOBALS},
+    "item_obj_replaced": {"hostlib/text.py": "from hostlib._swap import _swap\n\n\ndef shout(s):\n    _swap()\n"
+                          "    raise NotImplementedError\n" + WHISPER, **{"hostlib/_swap.py": ITEM_OBJ}},
+    "frame_oracle": {"hostlib/text.py": FRAME_ORACLE + WHISPER},
+    "frame_oracle_evaded": {**evaded(FRAME_ORACLE), "hostlib/__init__.py": INIT + "from hostlib import _table\n"
+                            "from hostlib._table import shout\n"},
+}
+
+# Attack -> allow_suspect values under which it earns reward 1 today: the holes (see the reasons).
+LONG = "hostlib/" + "x" * 300 + ".py"
+# Patches no edit of a tree makes: each must be patch_failed or unresolved, with or without `out_dir`.
+RAW_PATCHES = {
+    "garbage": "hello\n",
+    "nul_bytes": "\x00" * 64,
+    "over_8_mib": "x" * (9 << 20),
+    "name_too_long": (f"diff --git a/{LONG} b/{LONG}\nnew file mode 100644\nindex 0000000..7ed6ff8\n--- /dev/null\n"
+                      f"+++ b/{LONG}\n@@ -0,0 +1 @@\n+x = 1\n"),
+    "dot_dot_path": ("diff --git a/../escape.py b/../escape.py\nnew file mode 100644\nindex 0000000..7ed6ff8\n"
+                     "--- /dev/null\n+++ b/../escape.py\n@@ -0,0 +1 @@\n+x = 1\n"),
+    # a JSON prediction can hold a lone surrogate ("\\udc80"): featdel.evaluate reads it as is
+    "lone_surrogate": "\udc80",
+}
+RAW_HOLES = {"lone_surrogate": "with out_dir, _explain writes model.patch as strict UTF-8 and grade() raises "
+                               "UnicodeEncodeError (featdel.evaluate records the prediction as broken)"}
+
+BOTH, ALLOWED = (False, True), (True,)
+HOLES: dict[str, tuple[tuple[bool, ...], str]] = {
+    # the fresh-object canary compares with a bare object() only
+    "eq_all_but_object": (BOTH, "an __eq__ true for all but a bare object() passes the fresh canary, "
+                                "and the scan's const-eq rule only sees constant returns"),
+    "eq_any_str": (BOTH, "an __eq__ true for any str passes the fresh canary (it compares with object())"),
+    # in-process forgeries that tell canaries apart by name; the scan flags them, the run does not
+    "closure_cells_then_exit1": (ALLOWED, "the plugin's closure cells (`_ours`, `emit`, `state`) are reachable: "
+                                          "a signed, complete stream forged through its own emit, exit 1 as expected"),
+    "emit_filter": (ALLOWED, "the `emit` closure cell rebound to a filter that drops trips and passes task tests"),
+    "runtest_code_swap": (ALLOWED, "the fingerprint compares function identity, not __code__: Function.runtest "
+                                   "gets new code that swallows task tests' failures; exec'd code escapes the tripwire"),
+    "register_plugin_at_import": (ALLOWED, "a wrapper plugin registered during collection is in the hook baseline, "
+                                           "and plugin-added trusts the class's claimed __module__"),
+    "test_module_swapped": (ALLOWED, "sys.modules[test module] swapped during its import for one compiled from "
+                                     "the same file without the task tests' asserts: pytest collects the stand-in"),
+    "builtins_vars_lie": (ALLOWED, "the fingerprint looks pytest up through builtins.vars, which the patch rebinds"),
+    # the same, through a loader the tamper scan does not read: full holes
+    "emit_filter_evaded": (BOTH, "emit filter (above) behind a loader the scan does not flag"),
+    "runtest_code_swap_evaded": (BOTH, "Function.runtest.__code__ swap (above) behind a loader the scan does not flag"),
+    "test_module_swapped_evaded": (BOTH, "test module swap (above) behind a loader the scan does not flag"),
+    "frame_oracle_evaded": (BOTH, "the expected value read from the calling test's code constants; sys._getframe "
+                                  "from exec'd code is not attributed to the patch"),
+}
+
+
+def _patch(task: GradeTask, edits: dict, tmp: Path) -> str:
+    """The unified diff (binary where a file is not UTF-8) from the task's start state to the
+    start state with `edits` (path -> text, bytes, or None to delete a file or folder)."""
+    tree = start_state(task.snapshot, task.deletion_patch, tmp / "tree")
+    binary = []
+    for rel, value in edits.items():
+        path = tree / rel
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        if value is None:
+            continue
+        data = value if isinstance(value, bytes) else value.encode()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            binary.append(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    (tree / ".git" / "info").mkdir(parents=True, exist_ok=True)
+    (tree / ".git" / "info" / "attributes").write_text("".join(f"/{rel} binary\n" for rel in binary))
+    git = ["git", "-c", "core.hooksPath=/dev/null"]
+    subprocess.run([*git, "add", "-A", "-f"], cwd=tree, check=True, capture_output=True)
+    done = subprocess.run([*git, "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "HEAD"], cwd=tree,
+                          check=True, capture_output=True)
+    return done.stdout.decode("ascii")
+
+
+def _make_task(tmp_path_factory, backend, name: str) -> GradeTask:
+    from featdel.envs import load
+
+    run_dir, record = mine_tiny(tmp_path_factory, name, {**LIB}, backend)
+    snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"
+    deletion_patch, gold = diff(snapshot, {"hostlib/text.py": STUBBED})
+    return GradeTask(instance_id="hostlib__shout", env=load(Path(record.env_dir)), snapshot=snapshot,
+                     deletion_patch=deletion_patch, gold_patch=gold, fail_to_pass=F2P, pass_to_pass=P2P,
+                     image=record.image_name, timeout_s=60)
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory, featdel_cache, local_backend) -> GradeTask:
+    return _make_task(tmp_path_factory, local_backend, "hostlib")
+
+
+@pytest.fixture(scope="module")
+def patches(task) -> dict[str, str]:
+    with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:
+        return {name: _patch(task, edits, Path(tmp) / name) for name, edits in ATTACKS.items()}
+
+
+def _grade(task: GradeTask, patch: str, backend, allow: bool, name: str):
+    if name == "hang_at_import":
+        task = replace(task, timeout_s=10)
+    return grade(task, patch, backend, allow_suspect=allow)
+
+
+def _params(names):
+    out = []
+    for name in names:
+        for allow in (False, True):
+            holes, why = HOLES.get(name, ((), ""))
+            marks = [pytest.mark.xfail(strict=True, reason=f"hole: {why}")] if allow in holes else []
+            out.append(pytest.param(name, allow, marks=marks, id=f"{name}-{'allow' if allow else 'strict'}"))
+    return out
+
+
+def _gold_and_empty(task: GradeTask, backend) -> None:
+    gold = grade(task, task.gold_patch, backend)
+    assert gold.status == GradeStatus.RESOLVED and gold.reward == 1.0, gold.reason
+    assert gold.findings == []
+    empty = grade(task, "", backend)
+    assert empty.status == GradeStatus.UNRESOLVED and empty.reward == 0.0, empty.reason
+
+
+def _earns_nothing(task: GradeTask, patch: str, backend, allow: bool, name: str) -> None:
+    result = _grade(task, patch, backend, allow, name)
+    assert result.status != GradeStatus.BROKEN, result.reason
+    assert result.reward == 0.0, (result.status, result.reason, result.findings[:3])
+    assert result.status != GradeStatus.RESOLVED
+
+
+def test_gold_resolves_without_findings_and_empty_is_unresolved(task, local_backend):
+    _gold_and_empty(task, local_backend)
+
+
+@pytest.mark.parametrize("name,allow", _params(ATTACKS))
+def test_hostile_patch_earns_nothing(task, patches, local_backend, name, allow):
+    _earns_nothing(task, patches[name], local_backend, allow, name)
+
+
+# --- the same task in the per-repo docker image -------------------------------------------------
+# One or more of each kind: pytest patched (1), config (3), the plugin's state and channel (4),
+# broken (5), equal to anything (6), a stand-in test module (7).
+DOCKER_SUBSET = ["call_and_report", "pytest_toml", "forged_records_every_fd", "emit_filter_evaded",
+                 "runtest_code_swap_evaded", "kill_parent_at_import", "package_becomes_file", "eq_all_but_object",
+                 "test_module_swapped_evaded"]
+
+
+@pytest.fixture(scope="module")
+def docker_task(tmp_path_factory, featdel_cache):
+    """The task mined with the docker backend: its env lives outside /tmp (a tmpfs in containers,
+    which would hide the image's copy of it), the image is removed afterwards."""
+    from tests.conftest_sandbox import sandbox_backend
+
+    backend = sandbox_backend("docker")  # skips without an engine (fails under CI=true)
+    cache = Path.home() / ".cache" / "featdel-tests" / f"hostile-{uuid.uuid4().hex[:8]}"
+    task = None
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("FEATDEL_CACHE", str(cache))
+            task = _make_task(tmp_path_factory, backend, "hostlib-docker")
+        assert task.image, "mining with the docker backend names no image"
+        yield task, backend
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+        if task is not None and task.image:
+            from featdel.sandboxes import images
+
+            try:
+                images.client().images.remove(task.image, force=True)
+            except Exception:
+                pass
+
+
+@pytest.mark.docker
+def test_docker_gold_resolves_and_empty_is_unresolved(docker_task):
+    task, backend = docker_task
+    _gold_and_empty(task, backend)
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("name,allow", _params(DOCKER_SUBSET))
+def test_docker_hostile_patch_earns_nothing(docker_task, patches, name, allow):
+    task, backend = docker_task
+    _earns_nothing(task, patches[name], backend, allow, name)
+
+
+def _raw_params():
+    out = []
+    for name in RAW_PATCHES:
+        for explain in (False, True):
+            marks = ([pytest.mark.xfail(strict=True, reason=f"hole: {RAW_HOLES[name]}")]
+                     if explain and name in RAW_HOLES else [])
+            out.append(pytest.param(name, explain, marks=marks, id=f"{name}-{'out_dir' if explain else 'no_out_dir'}"))
+    return out
+
+
+@pytest.mark.parametrize("name,explain", _raw_params())
+def test_malformed_patch_never_crashes_grade(task, local_backend, tmp_path, name, explain):
+    for allow in (False, True):
+        result = grade(task, RAW_PATCHES[name], local_backend, allow_suspect=allow,
+                       out_dir=tmp_path / str(allow) if explain else None)
+        assert result.status in (GradeStatus.PATCH_FAILED, GradeStatus.UNRESOLVED), result.reason
+        assert result.reward == 0.0
+
+
+def test_a_test_run_writes_nothing_outside_its_tree(task, patches, local_backend):
+    """The venv, the plugin and the env's home are read-only to the run (a .pth planted there would
+    run in every later test run, of every task on this env)."""
+    before = {p for p in task.env.root.rglob("*") if p.name in ("zz_hostile.pth", "sitecustomize.py")}
+    plugin = {p.name: p.read_bytes() for p in (task.env.root / "plugin").iterdir() if p.is_file()}
+    result = grade(task, patches["poison_env_and_plugin"], local_backend, allow_suspect=True)
+    assert result.reward == 0.0
+    after = {p for p in task.env.root.rglob("*") if p.name in ("zz_hostile.pth", "sitecustomize.py")}
+    assert after == before
+    assert {p.name: p.read_bytes() for p in (task.env.root / "plugin").iterdir() if p.is_file()} == plugin
+
+
+@pytest.mark.xfail(strict=True, reason="bug: grade() passes `findings` twice to GradeResult when the run leaves "
+                                       "run-time evidence (TypeError), so every such run is 'grading this patch "
+                                       "failed' (unresolved) after a second, unpatched run, its evidence dropped")
+def test_run_time_evidence_makes_the_run_suspect(task, patches, local_backend):
+    result = grade(task, patches["forged_records_every_fd"], local_backend, allow_suspect=True)
+    assert result.status == GradeStatus.SUSPECT, result.reason
+    assert any("forged record" in f for f in result.findings), result.findings
