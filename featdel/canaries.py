@@ -6,11 +6,13 @@ records that say what each must do:
 - `must_fail`: `assert A == B` for two different random numbers: a run where it passes has had
   its outcomes forged;
 - `must_pass`: `assert A == A`: a run that resolves without it passing reports inconsistently;
-- `twin` of an F2P test: the same test function under another name: it must agree with the
+- `twin` of an F2P test: the same test source under another name: it must agree with the
   original (a forgery that knows the F2P ids does not know the twin's);
 - `fresh` variant of an F2P test: its body with each top-level `assert X == Y` (and
   `self.assertEqual(X, Y)`) compared against a fresh `object()` instead of the expected value; it
-  must not pass (a result that compares equal to anything passes it).
+  must not pass (a result that compares equal to anything passes it);
+- `perturbed` variant: the same with the expected str or int literal changed a little; it must
+  not pass either (a result equal to every string passes it, and `object()` would not catch it).
 A canary that comes back wrong makes the run `suspect` whatever the rest says (featdel.grade).
 Names mirror the test they come from (`test_x` -> `test_x_t<hex>`, `x_test` -> `t<hex>_x_test`)
 so the repository's collection patterns still match.
@@ -27,13 +29,13 @@ from pathlib import Path
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Canary:
     node_id: str
-    kind: str  # must_fail | must_pass | twin | fresh
+    kind: str  # must_fail | must_pass | twin | fresh | perturbed
     original: str = ""  # the F2P test a twin or fresh variant comes from
 
     def wrong(self, outcomes: dict[str, str], resolved: bool) -> str | None:
         """Why this canary's outcome is wrong, or None."""
         got = outcomes.get(self.node_id, "missing")
-        if self.kind in ("must_fail", "fresh") and got == "passed":
+        if self.kind in ("must_fail", "fresh", "perturbed") and got == "passed":
             return f"{self.kind} canary {self.node_id} passed"
         if self.kind == "must_pass" and resolved and got != "passed":
             return f"must_pass canary {self.node_id} did not pass ({got})"
@@ -65,19 +67,18 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex) -> li
             if found is None:
                 continue
             owner, fn, params = found
-            twin = _name(fn.name, token(4))
-            lines.append(f"{'.'.join(owner + [twin]) if owner else twin} = {'.'.join(owner + [fn.name])}")
-            out.append(Canary(node_id=_node(rel, owner, twin, params), kind="twin", original=node))
-            variant = _fresh(fn, _name(fn.name, token(4)))
-            if variant is not None:
+            for kind, replace in (("twin", None), ("fresh", _object), ("perturbed", _perturb(token(4)))):
+                variant = _variant(fn, _name(fn.name, token(4)), replace)
+                if variant is None:
+                    continue
                 text, vname = variant
                 if owner:
-                    hidden = f"_featdel_{token(6)}"
+                    hidden = f"_{_name(fn.name, token(4))}"
                     lines += [text.replace(f"def {vname}(", f"def {hidden}(", 1),
                               f"{'.'.join(owner + [vname])} = {hidden}", f"del {hidden}"]
                 else:
                     lines.append(text)
-                out.append(Canary(node_id=_node(rel, owner, vname, params), kind="fresh", original=node))
+                out.append(Canary(node_id=_node(rel, owner, vname, params), kind=kind, original=node))
             if first:
                 first = False
                 a, b = secrets.randbelow(10**6), 10**6 + secrets.randbelow(10**6)
@@ -116,30 +117,56 @@ def _locate(module: ast.Module, node: str):
     return None if fn is None else (owner, fn, params)
 
 
-def _fresh(fn, name: str) -> tuple[str, str] | None:
-    """The fresh-object variant of `fn` as source, or None when no top-level assertion compares
-    with `==` (an assertion inside a branch or loop may never run: it would pass honestly)."""
+def _variant(fn, name: str, replace) -> tuple[str, str] | None:
+    """A variant of `fn` as source in which each top-level `assert X == Y` (and
+    `self.assertEqual(X, Y)`) compares X with `replace(Y)` (the literal side when there is one),
+    or None when no top-level assertion compares with `==` or `replace` has nothing to offer (an
+    assertion inside a branch or loop may never run: the variant would pass honestly). With no
+    `replace`, the twin: the same source under another name, its decorators run again, so
+    parameters built at import (a context manager that can be entered once) are built anew."""
     new = ast.parse(ast.unparse(fn)).body[0]  # a copy
+    if replace is None:
+        new.name = name
+        return ast.unparse(new), name
     changed = False
     for stmt in new.body:
         if (isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
                 and isinstance(stmt.test.ops[0], ast.Eq)):
             left, right = stmt.test.left, stmt.test.comparators[0]
             if _literal(left) and not _literal(right):
-                stmt.test.left = _object()
+                stmt.test.left = replace(left)
+                changed = changed or stmt.test.left is not None
+                stmt.test.left = stmt.test.left or left
             else:
-                stmt.test.comparators[0] = _object()
+                new_right = replace(right)
+                changed = changed or new_right is not None
+                stmt.test.comparators[0] = new_right or right
             stmt.msg = None
-            changed = True
         elif (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
               and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr in ("assertEqual", "assertEquals")
               and len(stmt.value.args) >= 2):
-            stmt.value.args[1] = _object()
-            changed = True
+            new_arg = replace(stmt.value.args[1])
+            changed = changed or new_arg is not None
+            stmt.value.args[1] = new_arg or stmt.value.args[1]
     if not changed:
         return None
     new.name = name
     return ast.unparse(new), name
+
+
+def _perturb(tok: str):
+    """Replace a str or int literal with one a little different: a result that compares equal to
+    every value of its type (`isinstance(other, str)`) passes it; a right one never does."""
+    def replace(node: ast.expr) -> ast.expr | None:
+        if not _literal(node):
+            return None
+        value = ast.literal_eval(node)
+        if isinstance(value, str):
+            return ast.Constant(value=value + f"\u2063{tok}")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return ast.Constant(value=value + 7919 * (1 + int(tok, 16) % 1000))
+        return None
+    return replace
 
 
 def _literal(node: ast.AST) -> bool:
@@ -150,5 +177,5 @@ def _literal(node: ast.AST) -> bool:
     return True
 
 
-def _object() -> ast.expr:
+def _object(_node: ast.expr | None = None) -> ast.expr:
     return ast.Call(func=ast.Name(id="object", ctx=ast.Load()), args=[], keywords=[])

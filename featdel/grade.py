@@ -104,6 +104,11 @@ def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Pat
     if runner is not None and (runner.env.src, runner.image) != (task.env.src, task.image):
         raise ValueError(f"the runner is for {runner.env.src} ({runner.image}), the task for {task.env.src}")
     started = time.monotonic()
+    try:
+        patch.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate from JSON: no diff is made of that
+        return GradeResult(instance_id=task.instance_id, status=GradeStatus.PATCH_FAILED, reward=0.0,
+                           model_name_or_path=model, reason=f"the patch is not valid Unicode text: {exc}")
     with tempfile.TemporaryDirectory(prefix="featdel-grade-") as tmp:
         try:
             result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner)
@@ -172,7 +177,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     output = {"run": dataclasses.asdict(run), "canaries": [dataclasses.asdict(c) for c in planted]}
     f2p = {t: _outcome(run, t) for t in task.fail_to_pass}
     p2p = {t: _outcome(run, t) for t in task.pass_to_pass}
-    base.update(fail_to_pass=f2p, pass_to_pass=p2p, findings=findings)
+    base.update(fail_to_pass=f2p, pass_to_pass=p2p)
     # Code under test can rewrite a test file before pytest collects it: the tests that ran must
     # be the task's, so a protected file that changed during the run voids it.
     touched = [rel for rel, digest in guarded.items() if trees.digest(graded, rel) != digest]
@@ -185,6 +190,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     if evidence and not (run.broken and not run.trips):
         return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings + evidence,
                            reason=f"the test run was tampered with: {evidence[0]}"), output
+    base.update(findings=findings)
     if why is None:
         return GradeResult(**base, status=GradeStatus.RESOLVED, reward=1.0), output
     if run.broken and not run.timed_out:
@@ -233,7 +239,8 @@ def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), ad
 
     wanted = task.fail_to_pass + task.pass_to_pass
     tests = wanted + list(extra) if len(wanted) <= MAX_IDS_ON_COMMAND_LINE else None
-    options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None)
+    watch = sorted({t.split("::", 1)[0] for t in task.fail_to_pass if not is_doctest(t)})
+    options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None, watch=watch)
     if runner is not None:  # it hands the tree back holding what the run left, as a fresh sandbox would
         return runner.run_suite(options, tree=tree)
     return run_suite(task.env, backend, options, tree=tree, image=task.image)
@@ -267,9 +274,9 @@ def _unresolved_because(task: GradeTask, run, f2p: dict[str, str], p2p: dict[str
 def _explain(out_dir: Path, patch: str, result: GradeResult, output: dict) -> None:
     """The per-instance folder: enough to audit the verdict afterwards."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "model.patch").write_text(patch)
+    (out_dir / "model.patch").write_text(patch, errors="backslashreplace")
     run = output.get("run") or {}
-    (out_dir / "test_output.txt").write_text(run.get("output_tail", ""))
+    (out_dir / "test_output.txt").write_text(run.get("output_tail", ""), errors="backslashreplace")
     report = {k: run[k] for k in ("outcomes", "collected", "collect_errors", "exit_code", "report_exitstatus",
                                   "timed_out", "broken", "seconds") if k in run}
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))

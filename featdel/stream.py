@@ -44,14 +44,16 @@ class Channel:
     """One run's channel: `spec` is the file the launcher reads; use as a context manager around
     the run, then `stream()`."""
 
-    def __init__(self, sealed: Path, *, added: dict[str, list[int]] | None = None, config: str | None = None):
+    def __init__(self, sealed: Path, *, added: dict[str, list[int]] | None = None, config: str | None = None,
+                 watch: list[str] | None = None):
         self.key = secrets.token_bytes(32)
         self.fifo = sealed / f"channel-{secrets.token_hex(16)}"
         self.spec = sealed / f"spec-{secrets.token_hex(16)}.json"
         os.mkfifo(self.fifo, 0o622)
         os.chmod(self.fifo, 0o622)  # the sandbox uid writes; nobody but the host reads
         self._fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
-        spec = {"channel": str(self.fifo), "key": self.key.hex(), "added": added or {}, "config": config}
+        spec = {"channel": str(self.fifo), "key": self.key.hex(), "added": added or {}, "config": config,
+                "watch": watch or []}
         self.spec.write_text(json.dumps(spec))
         os.chmod(self.spec, 0o644)
         self._chunks: list[bytes] = []

@@ -67,6 +67,7 @@ class RunOptions:
     timeout_s: float = 900.0
     extra_args: list[str] = field(default_factory=list)
     added: dict[str, list[int]] | None = None  # path -> lines a patch added (the tripwire's attribution)
+    watch: list[str] | None = None  # test files whose collected tests must keep their assertions
 
 
 PLUGIN_FILES = ("featdel_report.py", "featdel_launch.py")
@@ -179,7 +180,7 @@ class SuiteRunner:
 
         with self._dirs() as (out_dir, sealed):
             argv, config = _argv(self.env, options, out_dir, tree)
-            with Channel(sealed, added=options.added, config=config) as channel:
+            with Channel(sealed, added=options.added, config=config, watch=options.watch) as channel:
                 variables = {**self.env.environ(), "HOME": "/tmp", "FEATDEL_SPEC": str(channel.spec)}
                 result = self._exec(argv, tree, variables, options.timeout_s, out_dir, sealed)
             stream = channel.stream(ran=not options.collect_only)

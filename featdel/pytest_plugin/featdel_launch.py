@@ -79,24 +79,37 @@ def tripwire(emit, added: dict, roots: tuple) -> None:
     def hook(event, args):
         if busy[0]:
             return
-        if event not in watched and not (event in ("open", "os.listdir", "os.scandir") and args
-                                         and str(args[0]).startswith("/proc")):
+        dynamic = event in ("exec", "compile")
+        if not dynamic and event not in watched and not (event in ("open", "os.listdir", "os.scandir") and args
+                                                         and str(args[0]).startswith("/proc")):
             return
         if event.startswith("object.") and (len(args) < 2 or args[1] not in attrs):
             return
         busy[0] = True
         try:
             frame = getframe(1)
-            # Skip the standard library (inspect.currentframe, gc wrappers): the first frame of
-            # other code is the one that asked.
-            while frame is not None and frame.f_code.co_filename.startswith(stdlib):
+            if dynamic:
+                # Code built at run time: an import execs a real file's code, a dataclass or
+                # namedtuple compiles in the standard library; only a direct call from built
+                # code or from an added line counts (a standard-library gadget is not followed).
+                name = getattr(args[0], "co_filename", None) if event == "exec" else (
+                    args[1] if len(args) > 1 else None)
+                if not isinstance(name, str) or not name.startswith("<") or frame is None:
+                    return
+                if frame.f_code.co_filename.startswith((stdlib, "<frozen importlib")):
+                    return  # the standard library or the import system builds it (frozen modules)
+            # Skip the standard library (inspect.currentframe, gc wrappers) and code built at run
+            # time (exec under a made-up file name): the first frame of a real file asked.
+            while frame is not None and (frame.f_code.co_filename.startswith(stdlib)
+                                         or frame.f_code.co_filename.startswith("<")):
                 frame = frame.f_back
             if frame is None:
                 return
             path, line = frame.f_code.co_filename, frame.f_lineno
             if line in added.get(path, ()) and (event, path, line) not in sent:
                 sent.add((event, path, line))
-                what = args[1] if event.startswith("object.") else str(args[0])[:100] if args else ""
+                what = (args[1] if event.startswith("object.") else "" if dynamic
+                        else str(args[0])[:100] if args else "")
                 emit({"kind": "trip", "rule": "audit", "event": event, "what": what,
                       "where": f"{relative(path, roots)}:{line}"})
         finally:
@@ -156,7 +169,8 @@ def main() -> int:
     plugins = env_plugins(set(re.findall(r"no:([\w.-]+)", said)))
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     plugin = featdel_report.build(emit, legacy=legacy, expect_config=spec.get("config"),
-                                  env_plugins=plugins, changed_files=added)
+                                  env_plugins=plugins, changed_files=added,
+                                  watch_files=[os.path.join(cwd, rel) for rel in spec.get("watch", [])])
     # From here on the tree is where `python -m pytest` would put it: first on sys.path.
     sys.path[0] = cwd
     args = [arg for name in plugins for arg in ("-p", name)] + sys.argv[1:]

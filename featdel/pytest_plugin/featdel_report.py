@@ -19,17 +19,21 @@ This file runs inside the sandbox with the repository's interpreter: standard li
 """
 
 
-def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed_files=()):
+def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed_files=(), watch_files=()):
     """The plugin object for one run (see the module docstring). `legacy`: also write one JSON
     report to that path at the end (the exported eval scripts read it). `changed_files`: the
-    absolute paths the patch changed (a plugin module among them is tampering). Everything the
+    absolute paths the patch changed (a plugin module among them is tampering). `watch_files`:
+    test files whose collected functions must still hold their assertions. Everything the
     hooks use is a local of this call (modules included), so no module attribute reaches it."""
     import json
     import os
     import sys
+    from builtins import (any, callable, dict, frozenset, getattr, hasattr, id, isinstance, len, list, set, sorted,
+                          str, tuple, type, vars, zip)
 
     import pytest
 
+    modules = sys.modules
     _RANK = {"passed": 0, "xpassed": 1, "skipped": 2, "xfailed": 2, "failed": 3, "error": 4}
     _WATCHED_PREFIXES = ("_pytest", "pluggy", "featdel_report")
     # Hooks on the path from "run this test" to its outcome: a new implementation is tampering.
@@ -53,22 +57,33 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
                       "_pytest.config", "_pytest.assertion.rewrite", "_pytest.assertion.util", "pluggy._callers",
                       "pluggy._hooks", "pluggy._manager", "pluggy._result", "featdel_report"})
 
+    def _sig(value) -> tuple:
+        """What a function's behaviour hangs on besides its identity: its code and defaults (a
+        `__code__` swap keeps the function object)."""
+        out = []
+        for fn in ((value.fget, value.fset) if isinstance(value, property) else (getattr(value, "__func__", value),)):
+            out += [getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)]
+        return tuple(out)
+
+    def _same(a, b) -> bool:
+        return a is not None and b is not None and a[0] is b[0] and all(x is y for x, y in zip(a[1], b[1]))
+
     def fingerprint(hot: bool = False) -> dict:
-        """(module, name[, attribute]) -> object for every function and class of pytest, pluggy and
-        this plugin (only the modules on every test's path when `hot`), and every function-like
-        attribute of those classes."""
+        """(module, name[, attribute]) -> (object, its code and defaults) for every function and
+        class of pytest, pluggy and this plugin (only the modules on every test's path when `hot`),
+        and every function-like attribute of those classes."""
         out = {}
-        for mod_name, mod in list(sys.modules.items()):
+        for mod_name, mod in list(modules.items()):
             if mod is None or not _watched(mod_name) or (hot and mod_name not in _HOT):
                 continue
             for name, value in list(vars(mod).items()):
                 if not _code_like(value) or (mod_name, name) in _MUTABLE or type(value).__name__ == "module":
                     continue
-                out[(mod_name, name)] = value
+                out[(mod_name, name)] = (value, _sig(value))
                 if isinstance(value, type) and value.__module__ == mod_name:
                     for attr, member in list(vars(value).items()):
                         if _code_like(member):
-                            out[(mod_name, name, attr)] = member
+                            out[(mod_name, name, attr)] = (member, _sig(member))
         return out
 
     def changed(before: dict, hot: bool = False) -> list:
@@ -76,11 +91,11 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
         less the changes the runner's own code made (pytest's legacypath plugin adds properties at
         configure time): a value whose code lives outside pytest, pluggy and this plugin."""
         now = fingerprint(hot)
-        modules = {k[0] for k in before}
+        mods = {k[0] for k in before}
         classes = {k[:2] for k in before if len(k) == 3}
-        diffs = [k for k, v in before.items() if now.get(k) is not v and (not hot or k[0] in _HOT)]
-        diffs += [k for k in now if k not in before and (k[:2] in classes if len(k) == 3 else k[0] in modules)]
-        return sorted(".".join(k) for k in diffs if not _runner_code(now.get(k)))[:20]
+        diffs = [k for k, v in before.items() if not _same(now.get(k), v) and (not hot or k[0] in _HOT)]
+        diffs += [k for k in now if k not in before and (k[:2] in classes if len(k) == 3 else k[0] in mods)]
+        return sorted(".".join(k) for k in diffs if not _runner_code((now.get(k) or (None,))[0]))[:20]
 
     def _roots() -> tuple:
         import pluggy
@@ -159,10 +174,54 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
                 if (getattr(plugin, "__file__", "") or "") in changed_files:
                     out.append(name)
                 continue
-            cls = type(plugin)
-            home = getattr(sys.modules.get(cls.__module__), "__file__", "") or ""
-            if home in changed_files:
-                out.append(f"{name} ({cls.__module__}.{cls.__qualname__})")
+            # an object: judged by where its hook functions' code lives, not by the module its
+            # class claims (`__module__` is a plain attribute)
+            files = {_code_file(getattr(plugin, attr, None)) for attr in dir(plugin) if attr.startswith("pytest_")}
+            bad = sorted(f for f in files if f is not None and (f in changed_files or not os.path.isfile(f)))
+            if bad:
+                out.append(f"{name} (hooks in {bad[0]})")
+        return out
+
+    def _code_file(fn) -> str | None:
+        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        return code.co_filename if type(code).__name__ == "code" else None
+
+    def _impl_files(config) -> dict:
+        """hook implementation -> the file its code lives in, for the hooks on a test's path."""
+        out = {}
+        for name in _PATH_HOOKS:
+            caller = getattr(config.pluginmanager.hook, name, None)
+            for impl in caller.get_hookimpls() if caller is not None else ():
+                out[f"{name}:{impl.plugin_name}:{id(impl.function)}"] = _code_file(impl.function)
+        return out
+
+    def _has_assert(code) -> bool:
+        """Does this code (or code nested in it) still raise AssertionError anywhere: a plain
+        `assert` (LOAD_ASSERTION_ERROR) or pytest's rewritten form (the name AssertionError)?"""
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            if "AssertionError" in c.co_names or load_assertion in c.co_code[::2]:
+                return True
+            stack += [k for k in c.co_consts if type(k).__name__ == "code"]
+        return False
+
+    def _assert_lines(paths) -> dict:
+        """(file, first line of a test function) -> whether its source holds an `assert`, read
+        before any code of the tree runs (a module swapped in later cannot change it)."""
+        import ast
+
+        out = {}
+        for path in paths:
+            try:
+                with open(path, "rb") as fh:
+                    tree = ast.parse(fh.read())
+            except (OSError, SyntaxError, ValueError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+                    out[(path, first)] = any(isinstance(n, ast.Assert) for n in ast.walk(node))
         return out
 
     def _coverage():
@@ -193,7 +252,11 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
         xfailed_key = None
     _ROOTS = _roots()
     before = fingerprint()
+    load_assertion = __import__("dis").opmap.get("LOAD_ASSERTION_ERROR", -1)
+    asserts_in = _assert_lines(watch_files)
+    watched_files = frozenset(watch_files)
     state = {"tests": {}, "collected": [], "errors": [], "objs": {}, "impls": None, "plugins": None,
+             "early_impls": set(),
              "tripped": set(), "current": None, "hot": []}
 
     def trip(rule: str, what: str) -> None:
@@ -205,28 +268,30 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
         """(namespace dict, name, object, size) for the modules on every test's path and their
         classes: what a check after each test compares by identity (a full check is too slow)."""
         out = []
-        for key, value in before.items():
+        for key, (value, sig) in before.items():
             if key[0] in _HOT:
-                owner = sys.modules[key[0]] if len(key) == 2 else vars(mod_attr(key[0], key[1]))
-                space = vars(owner) if len(key) == 2 else owner
-                out.append((space, key[-1], value, len(space)))
+                space = vars(modules[key[0]]) if len(key) == 2 else vars(vars(modules[key[0]])[key[1]])
+                out.append((space, key[-1], value, sig))
         return out
-
-    def mod_attr(module: str, name: str):
-        return vars(sys.modules[module])[name]
 
     def check(config, hot: bool = False) -> None:
         if hot:
-            for space, name, value, size in state["hot"]:
-                if space.get(name) is not value:
+            for space, name, value, sig in state["hot"]:
+                now = space.get(name)
+                if now is not value or not all(x is y for x, y in zip(_sig(now), sig)):
                     hot = False  # something on the path changed: the full check names it
                     break
         if not hot:
             for name in changed(before):
                 trip("runner-changed", name)
             # what pytest's own code rebound (legacypath, at configure) is the new normal
-            state["hot"] = [(space, name, value if space.get(name) is value or not _runner_code(space.get(name))
-                             else space.get(name), size) for space, name, value, size in state["hot"]]
+            refreshed = []
+            for space, name, value, sig in state["hot"]:
+                now = space.get(name)
+                if now is not value and _runner_code(now):
+                    value, sig = now, _sig(now)
+                refreshed.append((space, name, value, sig))
+            state["hot"] = refreshed
         impls = _impls(config)
         if state["impls"] is not None and impls != state["impls"]:
             trip("hook-added", ", ".join(sorted(set(impls) ^ set(state["impls"])))[:300])
@@ -262,7 +327,9 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_load_initial_conftests(early_config):
-        state["plugins"] = _plugin_names(early_config)  # before the first conftest is imported
+        # before the first conftest is imported, hence before any code of the package runs
+        state["plugins"] = _plugin_names(early_config)
+        state["early_impls"] = set(_impl_files(early_config))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(session):
@@ -285,6 +352,19 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
             if obj is not None and type(item).runtest is plain_runtest:
                 state["objs"][item.nodeid] = (obj, getattr(obj, "__code__", None))
         emit({"kind": "collected", "ids": state["collected"], "errors": state["errors"]})
+        # hook implementations added since the first conftest must come from a real file the
+        # patch did not change (a conftest is the task's; code built at run time is not a file)
+        for impl, path in _impl_files(session.config).items():
+            if impl not in state["early_impls"] and (path is None or path in changed_files or not os.path.isfile(path)):
+                trip("hook-added", f"{impl} ({path})")
+        for item in session.items:
+            code = state["objs"].get(item.nodeid, (None, None))[1]
+            if type(code).__name__ != "code" or str(item.path) not in watched_files:
+                continue
+            if code.co_filename != str(item.path):
+                trip("test-replaced", f"{item.nodeid}: its code comes from {code.co_filename}")
+            elif asserts_in.get((code.co_filename, code.co_firstlineno)) and not _has_assert(code):
+                trip("asserts-removed", item.nodeid)  # the test collected is not the file's test
         state["impls"] = _impls(session.config)
         check(session.config)
 
