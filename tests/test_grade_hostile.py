@@ -7,15 +7,16 @@ and is graded with `allow_suspect=False` and `allow_suspect=True`: the reward mu
 the status never `broken`, and grade() must not raise. The gold patch resolves with no findings;
 the empty patch is unresolved.
 
-Attacks that earn reward 1 are real holes: they stay here, marked `xfail(strict=True)` with the
-hole named, so they document it and the test turns red (XPASS) the day it is closed.
+An attack that earns reward 1 is a real hole: it goes into HOLES, marked `xfail(strict=True)`
+with the hole named, so it documents it and the test turns red (XPASS) the day it is closed.
+The first round found 12 (equal-to-almost-anything results, a `__code__` swap, closure-cell
+forgeries, a plugin registered at import, a swapped test module, a lying `builtins.vars`, a frame
+oracle, a lone-surrogate patch); all are closed and run below as ordinary cases.
 
-Canaries are told apart from the task's tests by their names (`<name>_t<8 hex>`, `_featdel_<hex>`);
-a twin is the same function object as its original, so its `__name__` is the original's. Several
-attacks below use only that to forge every outcome a canary checks. Payloads run through `exec`
-with a filename that is not the patch's, which the run-time tripwire does not attribute; the
-`*_evaded` ones also hide from the tamper scan (`evaded`). A subset runs again in the per-repo
-docker image (`-m docker`).
+Several attacks tell canaries apart from the task's tests by their names (`<name>_t<8 hex>`) and
+forge only the rest. Payloads run through `exec` under a filename that is not the patch's; the
+`*_evaded` ones also hide from the tamper scan (`evaded`), so only the run-time layers stand
+against them. A subset runs again in the per-repo docker image (`-m docker`).
 """
 
 from __future__ import annotations
@@ -540,33 +541,11 @@ RAW_PATCHES = {
     # a JSON prediction can hold a lone surrogate ("\\udc80"): featdel.evaluate reads it as is
     "lone_surrogate": "\udc80",
 }
-RAW_HOLES = {"lone_surrogate": "with out_dir, _explain writes model.patch as strict UTF-8 and grade() raises "
-                               "UnicodeEncodeError (featdel.evaluate records the prediction as broken)"}
+RAW_HOLES: dict[str, str] = {}  # closed: a patch that is not valid Unicode is patch_failed
 
-BOTH, ALLOWED = (False, True), (True,)
-HOLES: dict[str, tuple[tuple[bool, ...], str]] = {
-    # the fresh-object canary compares with a bare object() only
-    "eq_all_but_object": (BOTH, "an __eq__ true for all but a bare object() passes the fresh canary, "
-                                "and the scan's const-eq rule only sees constant returns"),
-    "eq_any_str": (BOTH, "an __eq__ true for any str passes the fresh canary (it compares with object())"),
-    # in-process forgeries that tell canaries apart by name; the scan flags them, the run does not
-    "closure_cells_then_exit1": (ALLOWED, "the plugin's closure cells (`_ours`, `emit`, `state`) are reachable: "
-                                          "a signed, complete stream forged through its own emit, exit 1 as expected"),
-    "emit_filter": (ALLOWED, "the `emit` closure cell rebound to a filter that drops trips and passes task tests"),
-    "runtest_code_swap": (ALLOWED, "the fingerprint compares function identity, not __code__: Function.runtest "
-                                   "gets new code that swallows task tests' failures; exec'd code escapes the tripwire"),
-    "register_plugin_at_import": (ALLOWED, "a wrapper plugin registered during collection is in the hook baseline, "
-                                           "and plugin-added trusts the class's claimed __module__"),
-    "test_module_swapped": (ALLOWED, "sys.modules[test module] swapped during its import for one compiled from "
-                                     "the same file without the task tests' asserts: pytest collects the stand-in"),
-    "builtins_vars_lie": (ALLOWED, "the fingerprint looks pytest up through builtins.vars, which the patch rebinds"),
-    # the same, through a loader the tamper scan does not read: full holes
-    "emit_filter_evaded": (BOTH, "emit filter (above) behind a loader the scan does not flag"),
-    "runtest_code_swap_evaded": (BOTH, "Function.runtest.__code__ swap (above) behind a loader the scan does not flag"),
-    "test_module_swapped_evaded": (BOTH, "test module swap (above) behind a loader the scan does not flag"),
-    "frame_oracle_evaded": (BOTH, "the expected value read from the calling test's code constants; sys._getframe "
-                                  "from exec'd code is not attributed to the patch"),
-}
+# Closed on 2026-12-01 (each earned reward 1 against the first hardened grader; the reason says
+# which layer now stops it): kept empty so a hole found later is recorded here the same way.
+HOLES: dict[str, tuple[tuple[bool, ...], str]] = {}
 
 
 def _patch(task: GradeTask, edits: dict, tmp: Path) -> str:
@@ -738,10 +717,7 @@ def test_a_test_run_writes_nothing_outside_its_tree(task, patches, local_backend
     assert {p.name: p.read_bytes() for p in (task.env.root / "plugin").iterdir() if p.is_file()} == plugin
 
 
-@pytest.mark.xfail(strict=True, reason="bug: grade() passes `findings` twice to GradeResult when the run leaves "
-                                       "run-time evidence (TypeError), so every such run is 'grading this patch "
-                                       "failed' (unresolved) after a second, unpatched run, its evidence dropped")
 def test_run_time_evidence_makes_the_run_suspect(task, patches, local_backend):
     result = grade(task, patches["forged_records_every_fd"], local_backend, allow_suspect=True)
     assert result.status == GradeStatus.SUSPECT, result.reason
-    assert any("forged record" in f for f in result.findings), result.findings
+    assert any(f.startswith("stream: ") for f in result.findings), result.findings  # forged or out of order
