@@ -155,16 +155,27 @@ def _variant(fn, name: str, replace) -> tuple[str, str] | None:
 
 
 def _perturb(tok: str):
-    """Replace a str or int literal with one a little different: a result that compares equal to
-    every value of its type (`isinstance(other, str)`) passes it; a right one never does."""
+    """Replace a str or int literal with one a little different and unmarked (one character
+    changed, at a position and to a character drawn from `tok`): a result that compares equal to
+    every value of its type (`isinstance(other, str)`) passes it, a right one never does, and
+    nothing in the new literal says which character changed."""
+    seed = int(tok, 16)
+
     def replace(node: ast.expr) -> ast.expr | None:
         if not _literal(node):
             return None
         value = ast.literal_eval(node)
         if isinstance(value, str):
-            return ast.Constant(value=value + f"\u2063{tok}")
+            if not value:
+                return ast.Constant(value="abcdefghijklmnopqrstuvwxyz"[seed % 26])
+            at = seed % len(value)
+            old = value[at]
+            pool = ("0123456789" if old.isdigit() else "abcdefghijklmnopqrstuvwxyz" if old.islower()
+                    else "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if old.isupper() else " .,;:-_!?")
+            pool = pool.replace(old, "") or "x"
+            return ast.Constant(value=value[:at] + pool[(seed // 7) % len(pool)] + value[at + 1:])
         if isinstance(value, int) and not isinstance(value, bool):
-            return ast.Constant(value=value + 7919 * (1 + int(tok, 16) % 1000))
+            return ast.Constant(value=value + 1 + seed % 97)
         return None
     return replace
 

@@ -70,9 +70,11 @@ def channel(fd: int, key: bytes):
     return emit
 
 
-def tripwire(emit, added: dict, roots: tuple) -> None:
+def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) -> None:
     """An audit hook (it cannot be removed) that reports WATCHED events raised from lines the patch
-    added: `added` maps an absolute file path to the set of its added line numbers."""
+    added: `added` maps an absolute file path to the set of its added line numbers. Opening one of
+    `tests` (the F2P test files) from such a line is one too: an implementation never reads the
+    tests, an oracle that copies their expected values does."""
     busy, sent, getframe, watched, attrs = [False], set(), _getframe, WATCHED, WATCHED_ATTRS
     stdlib, relative = sysconfig.get_paths()["stdlib"] + os.sep, _relative
 
@@ -80,8 +82,9 @@ def tripwire(emit, added: dict, roots: tuple) -> None:
         if busy[0]:
             return
         dynamic = event in ("exec", "compile")
-        if not dynamic and event not in watched and not (event in ("open", "os.listdir", "os.scandir") and args
-                                                         and str(args[0]).startswith("/proc")):
+        if not dynamic and event not in watched and not (
+                event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes))
+                and (str(args[0]).startswith("/proc") or (event == "open" and tests and _in(args[0], tests)))):
             return
         if event.startswith("object.") and (len(args) < 2 or args[1] not in attrs):
             return
@@ -116,6 +119,13 @@ def tripwire(emit, added: dict, roots: tuple) -> None:
             busy[0] = False
 
     sys.addaudithook(hook)
+
+
+def _in(path, paths: frozenset) -> bool:
+    try:
+        return os.path.abspath(os.fsdecode(path)) in paths
+    except (TypeError, ValueError):
+        return False
 
 
 def _relative(path: str, roots: tuple) -> str:
@@ -156,7 +166,7 @@ def main() -> int:
     cwd = os.getcwd()
     added = {os.path.join(cwd, rel): frozenset(lines) for rel, lines in spec.get("added", {}).items()}
     if added:
-        tripwire(emit, added, (cwd,))
+        tripwire(emit, added, (cwd,), frozenset(os.path.join(cwd, rel) for rel in spec.get("watch", [])))
 
     import featdel_report  # sys.path[0] is this file's read-only directory
     import pytest

@@ -52,10 +52,9 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
 
 
     # The modules on the path of every test, compared after each one (the rest at collection and end).
-    _HOT = frozenset({"pytest", "_pytest.runner", "_pytest.python", "_pytest.main", "_pytest.reports", "_pytest.nodes",
-                      "_pytest.unittest", "_pytest.doctest", "_pytest.skipping", "_pytest.outcomes", "_pytest.fixtures",
-                      "_pytest.config", "_pytest.assertion.rewrite", "_pytest.assertion.util", "pluggy._callers",
-                      "pluggy._hooks", "pluggy._manager", "pluggy._result", "featdel_report"})
+    _HOT = frozenset({"_pytest.runner", "_pytest.python", "_pytest.reports", "_pytest.nodes", "_pytest.unittest",
+                      "_pytest.doctest", "_pytest.skipping", "_pytest.outcomes", "_pytest.main", "pluggy._callers",
+                      "pluggy._hooks", "pluggy._result", "featdel_report"})
 
     def _sig(value) -> tuple:
         """What a function's behaviour hangs on besides its identity: its code and defaults (a
@@ -182,6 +181,11 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
                 out.append(f"{name} (hooks in {bad[0]})")
         return out
 
+    def _shadowed(obj) -> list:
+        """Names in an object's own dict that hide a method of its class (`item.runtest = f`)."""
+        cls = type(obj)
+        return [name for name in vars(obj) if callable(getattr(cls, name, None)) and not name.startswith("__")]
+
     def _code_file(fn) -> str | None:
         code = getattr(getattr(fn, "__func__", fn), "__code__", None)
         return code.co_filename if type(code).__name__ == "code" else None
@@ -271,14 +275,18 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
         for key, (value, sig) in before.items():
             if key[0] in _HOT:
                 space = vars(modules[key[0]]) if len(key) == 2 else vars(vars(modules[key[0]])[key[1]])
-                out.append((space, key[-1], value, sig))
+                out.append((space, key[-1], value, _fn(value), sig[0]))
         return out
+
+    def _fn(value):
+        """The function whose `__code__` a value runs (None for a class or a builtin)."""
+        value = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+        return value if type(getattr(value, "__code__", None)).__name__ == "code" else None
 
     def check(config, hot: bool = False) -> None:
         if hot:
-            for space, name, value, sig in state["hot"]:
-                now = space.get(name)
-                if now is not value or not all(x is y for x, y in zip(_sig(now), sig)):
+            for space, name, value, fn, code in state["hot"]:
+                if space.get(name) is not value or (fn is not None and fn.__code__ is not code):
                     hot = False  # something on the path changed: the full check names it
                     break
         if not hot:
@@ -286,11 +294,12 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
                 trip("runner-changed", name)
             # what pytest's own code rebound (legacypath, at configure) is the new normal
             refreshed = []
-            for space, name, value, sig in state["hot"]:
+            for space, name, value, fn, code in state["hot"]:
                 now = space.get(name)
                 if now is not value and _runner_code(now):
-                    value, sig = now, _sig(now)
-                refreshed.append((space, name, value, sig))
+                    value, fn = now, _fn(now)
+                    code = fn.__code__ if fn is not None else None
+                refreshed.append((space, name, value, fn, code))
             state["hot"] = refreshed
         impls = _impls(config)
         if state["impls"] is not None and impls != state["impls"]:
@@ -396,6 +405,13 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(item):
+        # Right before the call, not only after the test: a class attribute swapped in at setup
+        # and put back by the stand-in itself is in place now; so is an instance attribute that
+        # shadows the item's or the session's methods.
+        check(item.config, hot=True)
+        for obj in (item, item.session, item.config, item.config.pluginmanager):
+            for name in _shadowed(obj):
+                trip("instance-shadow", f"{type(obj).__name__}.{name} on {item.nodeid}")
         return (yield from phase(item, "call"))
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
