@@ -104,8 +104,9 @@ TINY_LIB = {
     ),
     "tests/test_text.py": (
         "from tinylib import shout, whisper\n\n\n"
-        "def test_shout():\n    assert shout('hi') == 'HI!'\n\n\n"
-        "def test_whisper():\n    assert whisper('HI') == 'hi'\n\n\n"
+        # the exact type too: an object equal to anything (a stub variant) must not pass
+        "def test_shout():\n    out = shout('hi')\n    assert (type(out), out) == (str, 'HI!')\n\n\n"
+        "def test_whisper():\n    out = whisper('HI')\n    assert (type(out), out) == (str, 'hi')\n\n\n"
         "def test_skipped():\n    import pytest\n    pytest.skip('not today')\n"
     ),
     "tests/test_calc.py": (

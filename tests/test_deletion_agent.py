@@ -46,8 +46,11 @@ AGENTLIB = {
     ),
     "agentlib/__init__.py": '__version__ = "1"\n\nfrom agentlib.words import shout\n',
     "agentlib/words.py": WORDS,
-    "tests/test_shout.py": "import agentlib\n\n\ndef test_shout():\n    assert agentlib.shout('hi') == 'HI!'\n\n\n"
-                           "def test_shout_empty():\n    assert agentlib.shout('') == '!'\n",
+    # the exact type too: an object equal to anything (a stub variant) must not pass
+    "tests/test_shout.py": "import agentlib\n\n\ndef test_shout():\n    out = agentlib.shout('hi')\n"
+                           "    assert (type(out), out) == (str, 'HI!')\n\n\n"
+                           "def test_shout_empty():\n    out = agentlib.shout('')\n"
+                           "    assert (type(out), out) == (str, '!')\n",
     "tests/test_meta.py": "import agentlib\n\n\ndef test_version():\n    assert agentlib.__version__ == '1'\n\n\n"
                           "def test_name():\n    assert agentlib.__name__ == 'agentlib'\n",
 }

@@ -51,11 +51,14 @@ FEATLIB = {
     "featlib/__init__.py": "from featlib.words import shout\n\nfrom featlib.words import plain\n\n"
                            "from featlib.words import ordinalish\n",
     "featlib/words.py": WORDS,
-    "tests/test_shout.py": "from featlib import shout\n\n\ndef test_shout():\n    assert shout('hi') == 'HI!'\n\n\n"
-                           "def test_shout_empty():\n    assert shout('') == '!'\n",
+    # the exact type too: an object equal to anything (a stub variant) must not pass
+    "tests/test_shout.py": "from featlib import shout\n\n\n"
+                           "def test_shout():\n    assert (type(shout('hi')), shout('hi')) == (str, 'HI!')\n\n\n"
+                           "def test_shout_empty():\n    assert (type(shout('')), shout('')) == (str, '!')\n",
     "tests/test_ordinal.py": "from featlib import ordinalish\nfrom featlib.words import suffix\n\n\n"
-                             "def test_ordinalish():\n    assert ordinalish(2) == '2nd'\n\n\n"
-                             "def test_suffix():\n    assert suffix(13) == 'th'\n",
+                             "def test_ordinalish():\n    out = ordinalish(2)\n"
+                             "    assert (type(out), out) == (str, '2nd')\n\n\n"
+                             "def test_suffix():\n    assert (type(suffix(13)), suffix(13)) == (str, 'th')\n",
     "tests/test_plain.py": "from featlib import plain\n\n\ndef test_plain():\n    assert plain('a') == 'a'\n\n\n"
                            "def test_plain_b():\n    assert plain('b') == 'b'\n\n\n"
                            "def test_plain_c():\n    assert plain('c') == 'c'\n",

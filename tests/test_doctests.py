@@ -30,9 +30,10 @@ DOCLIB = {
     ),
     "tests/test_calc.py": (
         "from doclib import double, triple\n\n\n"
-        "def test_double():\n    assert double(3) == 6\n\n\n"
-        "def test_double_negative():\n    assert double(-1) == -2\n\n\n"
-        "def test_triple():\n    assert triple(3) == 9\n"
+        # the exact type too: an object equal to anything (a stub variant) must not pass
+        "def test_double():\n    assert (type(double(3)), double(3)) == (int, 6)\n\n\n"
+        "def test_double_negative():\n    assert (type(double(-1)), double(-1)) == (int, -2)\n\n\n"
+        "def test_triple():\n    assert (type(triple(3)), triple(3)) == (int, 9)\n"
     ),
 }
 
