@@ -9,9 +9,7 @@ the empty patch is unresolved.
 
 An attack that earns reward 1 is a real hole: it goes into HOLES, marked `xfail(strict=True)`
 with the hole named, so it documents it and the test turns red (XPASS) the day it is closed.
-The first round found 12 (equal-to-almost-anything results, a `__code__` swap, closure-cell
-forgeries, a plugin registered at import, a swapped test module, a lying `builtins.vars`, a frame
-oracle, a lone-surrogate patch); all are closed and run below as ordinary cases.
+Two rounds found 17 (see HOLES); all are closed and run below as ordinary cases.
 The second round (section 8) tells canaries apart without frames or gc and earns reward 1 again:
 see HOLES.
 
@@ -695,28 +693,14 @@ RAW_PATCHES = {
 }
 RAW_HOLES: dict[str, str] = {}  # closed: a patch that is not valid Unicode is patch_failed
 
-# Closed on 2026-12-01 (each earned reward 1 against the first hardened grader; the reason says
-# which layer now stops it): kept empty so a hole found later is recorded here the same way.
+# Two rounds of holes, all closed on 2026-12-01 (each earned reward 1 against the grader of its
+# day, and runs above as an ordinary case). Round 1: equal-to-almost-anything results, a
+# `__code__` swap, closure-cell forgeries, a plugin registered at import, a swapped test module,
+# a lying `builtins.vars`, a frame oracle. Round 2: a str equal to every str but a marked one, an
+# oracle reading expected values from the test file, the `emit` cell replaced, an instance
+# `runtest`, a class attribute swapped at setup and restored by itself. A hole found later goes
+# here as `name: (allow_suspect values it earns 1 under, reason)`: a strict xfail until closed.
 HOLES: dict[str, tuple[tuple[bool, ...], str]] = {}
-BOTH, ALLOWED = (False, True), (True,)
-# Round 2 (2026-12-01, against a39cb88): each earns reward 1 today.
-HOLES.update({
-    "eq_str_unless_perturbed": (BOTH, "a str subclass equal to every str without U+2063: the perturbed-literal "
-                                      "canary is recognisable by its suffix, object() is not a str; no scan rule"),
-    "env_oracle": (BOTH, "the running test is named in $PYTEST_CURRENT_TEST (found by suffix): the expected "
-                         "literal is read from the test file's source, the perturbation cut at U+2063; no audit "
-                         "event, no scan rule"),
-    "emit_cell_plain": (ALLOWED, "sys.meta_path -> config -> FeatdelPlugin -> a hook's __closure__: the `emit` "
-                                 "cell, told by its contents' __name__ (no __code__ read, no gc, no frames), is "
-                                 "replaced; task tests and twins (same body as a start-state test) forged passed"),
-    "instance_runtest": (BOTH, "config found by walking vars(sys)'s lists (meta_path never named); "
-                               "session.gethookproxy overridden on the instance; task tests' items get an instance "
-                               "`runtest` that swallows the exception inside the plugin's call wrapper: the "
-                               "fingerprint sees classes and modules, never instances"),
-    "class_runtest_restored": (BOTH, "Function.runtest replaced on the class from the instance gethookproxy just "
-                                     "before each call and restored by the stand-in on entry: the fingerprint is only "
-                                     "sampled at collection end, after each test and at session end"),
-})
 
 
 def _patch(task: GradeTask, edits: dict, tmp: Path) -> str:
