@@ -4,7 +4,8 @@ deleted code is to code the learner can still read.
 In: the original tree and a `Deletion` (`stub_variants`), or the deleted snippets and the start
 state (`similarity`). Out: `StubVariant`s, complete edit sets in `Deletion.files` form in which
 each deleted symbol is back with its decorators, signature and (when the task keeps them)
-docstring around a trivial body (`pass`, `return None`, `return <first argument>`); and a
+docstring around a trivial body (`pass`, `return None`, `return <first argument>`, or one that
+returns an object equal to anything, untyped or of the return type: featdel.equal_stub); and a
 `Similarity`. Why: a test a trivial body passes rewards nothing (the verify stage drops it from
 F2P and rejects a task left with none), and a deletion with a near-copy next door
 (`MRUCache.__update` is `LRUCache.__update` plus `last=False`) is copy-paste, not a feature.
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featdel.deletion.base import NotApplicable
+from featdel.equal_stub import EQUAL_LABELS, module_names
+from featdel.equal_stub import body as equal_body
 from featdel.deletion.body import is_docstring
 from featdel.deletion.splice import DEFINITIONS, Lines, Splice, apply, owned_rows, statement_node
 from featdel.records import Deletion
@@ -36,7 +39,7 @@ from featdel.spans import Symbol, has_syntax_error, is_test_path, parse, python_
 
 MAX_SIMILARITY = 0.9  # the verify stage rejects a task whose score is at or above it
 MIN_TOKENS = 20  # bodies shorter than this (about three short lines) are never compared
-LABELS = ("pass", "return None", "return first argument")
+LABELS = ("pass", "return None", "return first argument", *EQUAL_LABELS)
 _CLASSES = {tokenize.NAME: "ID", tokenize.STRING: "STR", tokenize.NUMBER: "NUM", tokenize.NEWLINE: "NEWLINE"}
 _NOISE = {tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
 _NOT_RETURNING = {b"__init__", b"__init_subclass__"}  # returning a value from these is a TypeError
@@ -67,11 +70,12 @@ def stub_variants(original: Path, deletion: Deletion) -> list[StubVariant]:
         plans = {path: _plan(original, path, names, deletion) for path, names in sorted(by_file.items())}
     except (NotApplicable, UnicodeDecodeError):
         return []
+    names = {path: module_names(lines.source) for path, (lines, _, _) in plans.items()}
     out: list[StubVariant] = []
     for label in LABELS:
         files = dict(deletion.files)
         for path, (lines, carried, targets) in plans.items():
-            stubs = [_body_splice(lines, node, _trivial(node, label, kind), deletion.keep_docstrings)
+            stubs = [_body_splice(lines, node, _trivial(node, label, kind, names[path]), deletion.keep_docstrings)
                      for node, kind in targets]
             files[path] = apply(lines.source, carried + stubs).decode("utf-8")
         if all(not has_syntax_error(files[p].encode()) for p in plans) and all(v.files != files for v in out):
@@ -130,7 +134,11 @@ def _rows(data: bytes) -> list[bytes]:
     return [row for row in re.split(b"(?<=\n)", data) if row]  # as `Lines` splits: on LF only
 
 
-def _trivial(outer, label: str, kind: str) -> bytes:
+def _trivial(outer, label: str, kind: str, names: tuple[set[str], set[str]]) -> bytes:
+    """The body one label gives one definition; an equal-to-anything label gives `pass` where it
+    does not apply (featdel.equal_stub)."""
+    if label in EQUAL_LABELS:
+        return (equal_body(outer, label, names) if kind != "class" else None) or b"pass"
     if kind == "class" or label != "return first argument":
         return b"pass" if kind == "class" else label.encode()
     fn = _definition(outer)
@@ -156,7 +164,8 @@ def _definition(outer):
 
 
 def _body_splice(lines: Lines, outer, text: bytes, keep_docstring: bool) -> Splice:
-    """Replace a definition's body by `text` (after its docstring when kept), as `body` stubs do."""
+    """Replace a definition's body by `text` (after its docstring when kept), as `body` stubs do.
+    Lines of a text of several are indented as the body's first statement."""
     fn = _definition(outer)
     body = fn.child_by_field_name("body")
     stmts = [c for c in body.named_children if c.type != "comment"]
@@ -164,7 +173,12 @@ def _body_splice(lines: Lines, outer, text: bytes, keep_docstring: bool) -> Spli
     colon = [c for c in fn.children if c.type == ":" and c.end_byte <= body.start_byte][-1]
     end = lines.content_end(owned_rows(lines, outer)[1])
     inline = body.start_point[0] == colon.start_point[0]
+    if inline and b"\n" in text:  # a block cannot follow the header on its line: it goes below
+        inner = lines.newline + lines.indent(fn.start_point[0]) + b"    "
+        head = doc.text + inner if doc is not None and keep_docstring else b""
+        return Splice(colon.end_byte, end, inner + head + text.replace(b"\n", inner))
     indent = lines.newline + lines.indent(stmts[0].start_point[0]) if stmts else b" "
+    text = text.replace(b"\n", indent)
     if doc is not None and keep_docstring:
         return Splice(doc.end_byte, end, (b"; " if inline else indent) + text)
     if inline:

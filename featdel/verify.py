@@ -12,9 +12,10 @@ For each deletion, in order (the first rule that fails ends it, and the verdict 
           module does not stop the others): fail-to-pass = passed at baseline, fail, error or
           not collected in every run (a skip is not a failure); F2P >= 1 (`reruns` when outcomes
           flip). The grader treats an uncollected F2P test as failed too, so noop and gold agree
-  stub    tests that a trivial body (`pass`, `return None`, the first argument) makes pass leave
-          F2P; a task left with none is rejected. Wiring the deletion cut in other files (a
-          re-export) comes back with the stub, so the stub is importable and the gate not vacuous
+  stub    tests that a stub body (`pass`, `return None`, the first argument, an object equal to
+          anything: featdel.equal_stub) makes pass leave F2P; a task left with none is rejected.
+          Wiring the deletion cut in other files (a re-export) comes back with the stub, so the
+          stub is importable and the gate not vacuous
   similar the deleted code is not a near copy (identifier-normalised) of code the start keeps
   leak    the deleted code has a distinctive line, and none is in the start state (git objects
           decompressed), the environment, what the sandbox shows, or the problem statement
@@ -249,7 +250,7 @@ class Checked:
     problem_statement: str
     start_sha256: str
     similarity: float
-    stub_passed: list[str]  # tests a trivial body passes: taken out of F2P
+    stub_passed: list[str]  # tests a stub body passes: taken out of F2P
 
 
 def grade_task(ctx: RepoContext, deletion_patch: str, patch: str, f2p: list[str], p2p: list[str],
@@ -259,22 +260,27 @@ def grade_task(ctx: RepoContext, deletion_patch: str, patch: str, f2p: list[str]
 
 
 def _stub_passes(ctx, deletion: Deletion, original: Path, tests: list[str], runner: SuiteRunner, opts, spent,
-                 tmp: Path) -> set[str]:
-    """The tests among `tests` that some trivial body (`pass`, `return None`, the first
-    argument) makes pass: a learner could earn them without the work."""
-    passed: set[str] = set()
+                 tmp: Path) -> dict[str, str]:
+    """The tests among `tests` that some stub body (`pass`, `return None`, the first argument,
+    an object equal to anything) makes pass, each with the first variant's label that does: a
+    learner could earn them without the work. A variant runs only the tests no earlier one
+    passed; once none is left the rest are not run."""
+    passed: dict[str, str] = {}
     homes = {ref.partition("::")[0] for ref in deletion.deleted_symbols}
     for i, variant in enumerate(quality.stub_variants(original, deletion)):
+        left = [t for t in tests if t not in passed]
+        if not left:
+            break
         # wiring the deletion cut elsewhere (a re-export, an `__all__` entry) comes back with the
         # stub, else the stub could never be imported and the gate would pass vacuously
         files = {p: t for p, t in variant.files.items() if p in homes or t is None}
         deletion_patch, _ = trees.diff(ctx.snapshot, files)
         tree = trees.start_state(ctx.snapshot, deletion_patch, tmp / f"stub{i}")
-        run = runner.run_suite(RunOptions(tests=tests, timeout_s=opts.run_timeout(ctx), extra_args=CONTINUE), tree=tree)
+        run = runner.run_suite(RunOptions(tests=left, timeout_s=opts.run_timeout(ctx), extra_args=CONTINUE), tree=tree)
         spent.append(run.seconds)
         if run.broken and not run.timed_out:
             raise Broke(run.broken)
-        passed |= run.passed() & set(tests)
+        passed |= {t: variant.label for t in sorted(run.passed() & set(left))}
     return passed
 
 
@@ -332,7 +338,9 @@ def _verify(ctx, deletion: Deletion, runner: SuiteRunner, opts: VerifyOptions, s
         stubbed = _stub_passes(ctx, deletion, original, failing, runner, opts, spent, Path(tmp))
         failing = [t for t in failing if t not in stubbed]
         if not failing:
-            raise Rejected("stub", f"a trivial body passes all {len(stubbed)} failing tests, e.g. {sorted(stubbed)[0]}")
+            labels = ", ".join(sorted(set(stubbed.values()), key=quality.LABELS.index))
+            raise Rejected("stub", f"a stub body ({labels}) passes all {len(stubbed)} failing tests, "
+                                   f"e.g. {sorted(stubbed)[0]}")
         start = fresh("audit")
         start_sha256 = trees.tree_digest(start)
         similar = quality.similarity(deletion.removed, start, exclude=set(deletion.deleted_symbols))
