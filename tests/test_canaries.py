@@ -1,0 +1,89 @@
+"""Canaries planted in a tree's F2P test files, run by real pytest.
+
+Pins: on an honest implementation every canary comes back right (twins agree with their
+originals even when a parameter can be used only once, the must-fail and both variants fail, the
+must-pass passes); on a result that compares equal to anything, or to every string, a variant
+passes and `Canary.wrong` says so; names are new every time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from featdel.canaries import plant
+
+LIB = "def shout(s):\n    return s.upper() + '!'\n"
+EQUAL_ANYTHING = (
+    "class _Any(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n\n\n"
+    "def shout(s):\n    return _Any('')\n"
+)
+EQUAL_EVERY_STR = (
+    "class _Str(str):\n    def __eq__(self, other):\n        return isinstance(other, str)\n"
+    "    __hash__ = str.__hash__\n\n\ndef shout(s):\n    return _Str('')\n"
+)
+TESTS = (
+    "import contextlib\nimport pytest\nfrom lib import shout\n\n\n"
+    "@contextlib.contextmanager\ndef once():\n    yield\n\n\n"
+    "def test_shout():\n    assert shout('hi') == 'HI!'\n\n\n"
+    "@pytest.mark.parametrize('ctx', [once()])\ndef test_in_context(ctx):\n    with ctx:\n"
+    "        assert shout('a') == 'A!'\n\n\n"
+    "class TestMore:\n    def test_empty(self):\n        assert '!' == shout('')\n"
+)
+F2P = ["tests/test_lib.py::test_shout", "tests/test_lib.py::test_in_context[ctx0]",
+       "tests/test_lib.py::TestMore::test_empty"]
+
+
+def _run(tmp_path: Path, lib: str) -> tuple[list, dict[str, str]]:
+    (tmp_path / "tests").mkdir(parents=True)
+    (tmp_path / "lib.py").write_text(lib)
+    (tmp_path / "tests" / "test_lib.py").write_text(TESTS)
+    canaries = plant(tmp_path, F2P)
+    report = tmp_path / "report.jsonl"
+    plugin = tmp_path / "outcomes.py"
+    plugin.write_text(
+        "import json\n\n\ndef pytest_runtest_logreport(report):\n"
+        "    if report.when == 'call' or report.outcome != 'passed':\n"
+        f"        open({str(report)!r}, 'a').write(json.dumps([report.nodeid, report.outcome]) + '\\n')\n")
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "outcomes", "tests"],
+                   cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                   env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    outcomes: dict[str, str] = {}
+    for line in report.read_text().splitlines():
+        node, outcome = json.loads(line)
+        outcomes[node] = outcome if outcomes.get(node, "passed") == "passed" else outcomes[node]
+    return canaries, outcomes
+
+
+def test_an_honest_run_gets_every_canary_right(tmp_path):
+    canaries, outcomes = _run(tmp_path, LIB)
+    kinds = sorted(c.kind for c in canaries)
+    # no variant for the assertion inside `with`: a nested assertion may never run
+    assert kinds.count("twin") == 3 and kinds.count("fresh") == 2 and kinds.count("perturbed") == 2
+    assert {"must_fail", "must_pass"} <= set(kinds)
+    assert all(outcomes.get(t) == "passed" for t in F2P), outcomes
+    assert [c.wrong(outcomes, resolved=True) for c in canaries] == [None] * len(canaries), outcomes
+    # the twin of the test whose parameter can be entered once ran with a parameter of its own
+    twin = next(c for c in canaries if c.kind == "twin" and c.original == F2P[1])
+    assert outcomes[twin.node_id] == "passed"
+
+
+def test_results_equal_to_anything_or_every_string_are_caught(tmp_path):
+    for name, lib in (("any", EQUAL_ANYTHING), ("str", EQUAL_EVERY_STR)):
+        canaries, outcomes = _run(tmp_path / name, lib)
+        assert all(outcomes.get(t) == "passed" for t in F2P), (name, outcomes)  # the task's tests are fooled
+        wrong = [w for c in canaries if (w := c.wrong(outcomes, resolved=True))]
+        kind = "fresh" if name == "any" else "perturbed"
+        assert any(w.startswith(f"{kind} canary") for w in wrong), (name, wrong)
+
+
+def test_names_are_new_every_time(tmp_path):
+    names = []
+    for i in range(2):
+        tree = tmp_path / str(i)
+        (tree / "tests").mkdir(parents=True)
+        (tree / "tests" / "test_lib.py").write_text(TESTS)
+        names.append({c.node_id for c in plant(tree, F2P)})
+    assert not names[0] & names[1]
