@@ -19,13 +19,13 @@ from pathlib import Path
 
 from featdel.sandboxes import get_backend
 
-from featdel.corpus import CorpusEntry
-from featdel.delete import delete_all
-from featdel.executor import LocalExecutor, get_executor
-from featdel.mine import mine
-from featdel.recipe import Overrides
-from featdel.rundir import RunDir
-from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
+from featdel.env.corpus import CorpusEntry
+from featdel.pipeline.delete import delete_all
+from featdel.pipeline.executor import LocalExecutor, get_executor
+from featdel.pipeline.mine import mine
+from featdel.env.recipe import Overrides
+from featdel.core.rundir import RunDir
+from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
 
 
 def candidates(work: Path, sources: list[str], n: int, backend) -> Path:

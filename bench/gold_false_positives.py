@@ -4,9 +4,9 @@
 
 For each run directory (from `featdel run` / `featdel package`), it writes a SWE-bench
 predictions file holding every task's gold patch (the `patch` column of the task shards) and
-grades it with `featdel.evaluate.evaluate`, the local backend as `featdel evaluate` builds it:
-the tamper scan (featdel.tamper), the run-time tripwires (featdel/pytest_plugin) and the canaries
-(featdel.canaries) all in force. A gold patch that is not `resolved`, or that comes back with any
+grades it with `featdel.grading.evaluate.evaluate`, the local backend as `featdel evaluate` builds it:
+the tamper scan (featdel.grading.tamper), the run-time tripwires (featdel/pytest_plugin) and the canaries
+(featdel.grading.canaries) all in force. A gold patch that is not `resolved`, or that comes back with any
 finding or trip, is a false positive.
 
 The grader exempts the gold patch's own added lines from the scan and from the tripwire's
@@ -50,7 +50,7 @@ DEFENCE = re.compile(r"suspect|tamper|canary|twin|trip|forged|runner-changed|hoo
 
 def finding_rule(text: str) -> str:
     """`scan:RULE`, `trip:RULE` or `canary:KIND` for one entry of GradeResult.findings."""
-    from featdel.tamper import RULES
+    from featdel.grading.tamper import RULES
 
     m = re.match(r"^[^:]+(?::\d+)?: ([a-z0-9-]+): ", text)
     if m and m.group(1) in RULES:
@@ -65,7 +65,7 @@ def finding_rule(text: str) -> str:
 
 def write_predictions(run_dir: Path, path: Path) -> dict[str, str]:
     """Write the gold predictions of `run_dir`; return instance_id -> library."""
-    from featdel.package import read_tasks
+    from featdel.pipeline.package import read_tasks
 
     rows = read_tasks(run_dir).to_pylist()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -76,7 +76,7 @@ def write_predictions(run_dir: Path, path: Path) -> dict[str, str]:
 
 def grade_run(run_dir: Path, preds: Path, results: Path, backend, jobs: int, learner: bool) -> list:
     """Grade the gold predictions (as gold, or as a learner's patch with the gold exemption off)."""
-    import featdel.evaluate as ev
+    import featdel.grading.evaluate as ev
 
     if not learner:
         return ev.evaluate(run_dir, preds, results, backend, jobs=jobs)
@@ -101,10 +101,11 @@ def scan_unexempt(run_dir: Path, workdir: Path) -> dict[str, list[str]]:
     exemption off (static: what `grade` step 3 would say of the same code from a learner)."""
     import tempfile
 
-    from featdel import tamper, trees
-    from featdel.grade import protected
-    from featdel.package import read_envs, read_tasks
-    from featdel.spans import is_doctest
+    from featdel.grading import tamper
+    from featdel.code import trees
+    from featdel.grading.grade import protected
+    from featdel.pipeline.package import read_envs, read_tasks
+    from featdel.code.spans import is_doctest
 
     envs = {e["env_id"]: e["snapshot"] for e in read_envs(run_dir).to_pylist()}
     out = {}
@@ -128,7 +129,7 @@ def scan_unexempt(run_dir: Path, workdir: Path) -> dict[str, list[str]]:
 
 
 def all_verdicts(run_dir: Path) -> list:
-    from featdel.rundir import RunDir
+    from featdel.core.rundir import RunDir
 
     return RunDir(run_dir).verdicts() if RunDir(run_dir).verdicts_jsonl.is_file() else []
 
@@ -144,7 +145,7 @@ def main() -> int:
                         help="Also grade every gold patch as a learner's (the gold exemption off).")
     parser.add_argument("--json", type=Path, help="Also write every result and gate verdict here.")
     args = parser.parse_args()
-    from featdel.grade import GradeStatus
+    from featdel.grading.grade import GradeStatus
     from featdel.sandboxes import get_backend
 
     backend = get_backend(args.sandbox)

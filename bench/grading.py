@@ -3,7 +3,7 @@
 Runs `featdel run` for SOURCES into DIR (reused when it exists, so a rerun resumes), then:
   1. builds predictions from the packaged tasks (the gold `patch`, the empty patch, and the
      deleted symbols back around a `pass` body; a model name per kind) cycled to N, and grades
-     them with `featdel.evaluate.evaluate` at -j 1 and -j 2 (a fresh results file each pass, in
+     them with `featdel.grading.evaluate.evaluate` at -j 1 and -j 2 (a fresh results file each pass, in
      the order 1 2 2 1 after a warm-up, so that load from elsewhere falls on both alike):
      predictions per minute for each and the ratio j2/j1;
   2. grades each task's gold patch with its PASS_TO_PASS (the whole stable passing baseline) and
@@ -30,14 +30,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from featdel import quality, trees
-from featdel.evaluate import evaluate, load_tasks
-from featdel.grade import GradeStatus, GradeTask, grade
-from featdel.package import read_tasks
-from featdel.records import Deletion
-from featdel.rundir import RunDir
+from featdel.deletion import quality
+from featdel.code import trees
+from featdel.grading.evaluate import evaluate, load_tasks
+from featdel.grading.grade import GradeStatus, GradeTask, grade
+from featdel.pipeline.package import read_tasks
+from featdel.core.records import Deletion
+from featdel.core.rundir import RunDir
 from featdel.sandboxes import get_backend
-from featdel.verify import RepoContext, VerifyOptions, select_tests
+from featdel.pipeline.verify import RepoContext, VerifyOptions, select_tests
 
 
 def pass_body_patch(task: GradeTask, deletion: Deletion, tmp: Path) -> str | None:
@@ -68,7 +69,7 @@ def main() -> None:
     ap.add_argument("--predictions", type=int, default=60)
     args = ap.parse_args()
     run_dir, bench = args.out, args.out / "bench-grading"
-    cmd = [sys.executable, "-m", "featdel.cli", "run", *args.sources, "--out", str(run_dir),
+    cmd = [sys.executable, "-m", "featdel.cli.main", "run", *args.sources, "--out", str(run_dir),
            "--max-candidates", str(args.max_candidates)]
     if subprocess.run(cmd, timeout=4 * 3600, check=False).returncode != 0:
         raise SystemExit(f"featdel run failed: {' '.join(cmd)}")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 
 def featdel(*args: str) -> None:
-    subprocess.run([sys.executable, "-c", "import sys; from featdel.cli import app; sys.argv[0] = 'featdel'; app()",
+    subprocess.run([sys.executable, "-c", "import sys; from featdel.cli.main import app; sys.argv[0] = 'featdel'; app()",
                     *args], check=True)
 
 

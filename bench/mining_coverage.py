@@ -16,9 +16,9 @@ from pathlib import Path
 
 from featdel.sandboxes import get_backend
 
-from featdel.corpus import load
-from featdel.mine import mine
-from featdel.records import RepoStatus
+from featdel.env.corpus import load
+from featdel.pipeline.mine import mine
+from featdel.core.records import RepoStatus
 
 
 def main() -> int:

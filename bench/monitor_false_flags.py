@@ -45,7 +45,7 @@ def measure(name: str, items) -> None:
 
 
 def gold(runs: list[Path], verdicts: list[Path]):
-    from featdel.package import read_tasks
+    from featdel.pipeline.package import read_tasks
 
     seen = set()
     patches = [(r["instance_id"], r["patch"]) for run in runs for r in read_tasks(run).to_pylist()]
@@ -58,7 +58,7 @@ def gold(runs: list[Path], verdicts: list[Path]):
 
 
 def whole_files(files):
-    from featdel.spans import is_test_path
+    from featdel.code.spans import is_test_path
 
     for rel, text in files:
         if rel.endswith(".py") and not is_test_path(rel) and not rel.startswith(("docs/", "doc/")):

@@ -79,14 +79,14 @@ def main() -> None:
 
     from openai_server import scripted_server
 
-    from featdel.package import read_tasks
+    from featdel.pipeline.package import read_tasks
 
     rows = read_tasks(args.run_dir).to_pylist()[: args.limit]
     args.out.mkdir(parents=True, exist_ok=True)
     ids = args.out / "ids.txt"
     ids.write_text("".join(r["instance_id"] + "\n" for r in rows))
     preds, results, db = args.out / "preds.jsonl", args.out / "results.jsonl", args.out / "curriculum.duckdb"
-    featdel = [sys.executable, "-m", "featdel.cli"]
+    featdel = [sys.executable, "-m", "featdel.cli.main"]
     models = ("gold", "test-editor", "snooper")
     with scripted_server([agent(rows)] * 100_000) as srv:
         for model in models:

@@ -1,6 +1,6 @@
 """What the equal-to-anything stub variants take out: the same deletions verified twice, once with
 the trivial stub bodies only (`pass`, `return None`, the first argument) and once with the
-`equal_anything` and `equal_typed` variants too (featdel.equal_stub).
+`equal_anything` and `equal_typed` variants too (featdel.deletion.equal_stub).
 
     .venv/bin/python bench/stub_equal.py --workdir /tmp/se --candidates 8 pypi:natsort==8.4.0
 
@@ -16,15 +16,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from featdel import quality
-from featdel.corpus import CorpusEntry
-from featdel.delete import delete_all
-from featdel.mine import mine
-from featdel.recipe import Overrides
-from featdel.records import Verdict, VerdictStatus
-from featdel.rundir import RunDir
+from featdel.deletion import quality
+from featdel.env.corpus import CorpusEntry
+from featdel.pipeline.delete import delete_all
+from featdel.pipeline.mine import mine
+from featdel.env.recipe import Overrides
+from featdel.core.records import Verdict, VerdictStatus
+from featdel.core.rundir import RunDir
 from featdel.sandboxes import get_backend
-from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
+from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
 
 MODES = {"trivial": quality.LABELS[:3], "equal": quality.LABELS}
 

@@ -25,15 +25,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from featdel.corpus import CorpusEntry
-from featdel.delete import delete_all
-from featdel.mine import _repo_image, mine
-from featdel.recipe import Overrides
-from featdel.records import RepoStatus, Verdict
-from featdel.rundir import RunDir
+from featdel.env.corpus import CorpusEntry
+from featdel.pipeline.delete import delete_all
+from featdel.pipeline.mine import _repo_image, mine
+from featdel.env.recipe import Overrides
+from featdel.core.records import RepoStatus, Verdict
+from featdel.core.rundir import RunDir
 from featdel.sandboxes import get_backend
 from featdel.sandboxes.images import BASE_IMAGE, engine_reason, image_exists
-from featdel.verify import RepoContext, VerifyOptions, make_check, verify_one
+from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_one
 
 DEFAULT = ["pypi:inflection==0.5.1"]
 

@@ -33,11 +33,11 @@ def make_repo(root: Path, files: dict[str, str], *, commit: bool = True) -> Path
 def assert_tasks_round_trip(run_dir: Path, backend, tmp_path: Path) -> int:
     """From the shards alone, for every task: the start state fails every F2P test, and with
     `patch` applied every F2P and P2P test passes. Returns how many tasks were checked."""
-    from featdel.envs import load
-    from featdel.package import read_envs, read_tasks
-    from featdel.sources import cache_root
-    from featdel.testrun import RunOptions, run_suite
-    from featdel.trees import apply_patch, start_state
+    from featdel.env.envs import load
+    from featdel.pipeline.package import read_envs, read_tasks
+    from featdel.env.sources import cache_root
+    from featdel.env.testrun import RunOptions, run_suite
+    from featdel.code.trees import apply_patch, start_state
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     envs = {row["env_id"]: row for row in read_envs(run_dir).to_pylist()}
@@ -61,10 +61,10 @@ def assert_tasks_round_trip(run_dir: Path, backend, tmp_path: Path) -> int:
 def mine_tiny(tmp_path_factory, name: str, files: dict[str, str], backend):
     """Build a tiny repository from `files`, mine it into a fresh run dir (thresholds low enough
     for a handful of tests) and return (run_dir, its mined record)."""
-    from featdel.corpus import CorpusEntry
-    from featdel.mine import Thresholds, mine
-    from featdel.recipe import Overrides
-    from featdel.records import RepoStatus
+    from featdel.env.corpus import CorpusEntry
+    from featdel.pipeline.mine import Thresholds, mine
+    from featdel.env.recipe import Overrides
+    from featdel.core.records import RepoStatus
 
     repo = make_repo(tmp_path_factory.mktemp(f"{name}-repo") / name, files)
     run_dir = tmp_path_factory.mktemp(f"{name}-run")
@@ -76,8 +76,8 @@ def mine_tiny(tmp_path_factory, name: str, files: dict[str, str], backend):
 
 def delete_and_verify(run_dir: Path, backend, *, strategies: list[str], max_candidates: int, reruns: int):
     """The delete and verify stages on a mined run dir; returns every verdict."""
-    from featdel.delete import delete_all
-    from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
+    from featdel.pipeline.delete import delete_all
+    from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
 
     delete_all(run_dir, strategies=strategies, max_candidates=max_candidates, seed=0, keep_docstrings=True,
                check_for=lambda r: make_check(RepoContext.load(run_dir, r), backend))
@@ -147,7 +147,7 @@ def local_backend():
 def packaged_tiny(tmp_path_factory, featdel_cache, local_backend) -> Path:
     """A packaged run of the tiny library (body deletions only, a few tasks): for the tests of
     what consumes shards (env build, exports, publish). Built once per session."""
-    from featdel.package import package
+    from featdel.pipeline.package import package
 
     run_dir, _ = mine_tiny(tmp_path_factory, "tinylib", TINY_LIB, local_backend)
     delete_and_verify(run_dir, local_backend, strategies=["body"], max_candidates=3, reruns=2)

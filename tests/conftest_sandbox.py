@@ -45,7 +45,7 @@ def docker_base_image() -> str:
 
 
 def sandbox_backend(name: str):
-    from featdel.errors import SandboxError
+    from featdel.core.errors import SandboxError
     from featdel.sandboxes import get_backend
 
     if name == "docker":

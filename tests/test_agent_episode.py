@@ -1,6 +1,6 @@
 """Episodes through the real sandbox and grader, on a real tiny task (tiny repo, real venv).
 
-Pins: a scripted policy that restores the feature earns reward 1 from `featdel.grade` (k rollouts
+Pins: a scripted policy that restores the feature earns reward 1 from `featdel.grading.grade` (k rollouts
 in parallel threads, each in its own work tree; a rollout that raises is a `broken` record and
 the others finish), and one that submits nothing earns 0 with the `submit_untested` hint;
 malformed and unknown calls, path escapes and test edits become error observations or hints,
@@ -25,8 +25,8 @@ from featdel.agent.episode import (
 from featdel.agent.policy import ScriptedPolicy, TransformerPolicy, decode
 from featdel.agent.protocol import render
 from featdel.agent.trajectory import read_trajectories, save_trajectories
-from featdel.grade import GradeTask
-from featdel.trees import diff
+from featdel.grading.grade import GradeTask
+from featdel.code.trees import diff
 from tests.conftest import mine_tiny
 
 LIB = {
@@ -64,7 +64,7 @@ def mined(tmp_path_factory, featdel_cache, local_backend):
 
 @pytest.fixture(scope="module")
 def task(mined) -> AgentTask:
-    from featdel.envs import load
+    from featdel.env.envs import load
 
     run_dir, record = mined
 
@@ -176,8 +176,8 @@ def test_tasks_load_from_shards_with_their_statements(mined, task, local_backend
     import pyarrow.parquet as pq
 
     from featdel.agent.episode import load_agent_tasks
-    from featdel.package import ENV_SCHEMA, TASK_SCHEMA, env_row
-    from featdel.rundir import RunDir
+    from featdel.pipeline.package import ENV_SCHEMA, TASK_SCHEMA, env_row
+    from featdel.core.rundir import RunDir
 
     run_dir, record = mined
     env = env_row(run_dir, record)

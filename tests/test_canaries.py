@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from featdel.canaries import plant
+from featdel.grading.canaries import plant
 
 LIB = "def shout(s):\n    return s.upper() + '!'\n"
 EQUAL_ANYTHING = (

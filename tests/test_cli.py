@@ -6,7 +6,7 @@ import sys
 
 def test_help_is_instant_and_imports_nothing_heavy():
     code = (
-        "import sys; from featdel.cli import app; "
+        "import sys; from featdel.cli.main import app; "
         "heavy = {'torch', 'docker', 'datasets', 'pyarrow', 'duckdb', 'git', 'tree_sitter', 'ray', 'openai', 'transformers'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
@@ -19,7 +19,7 @@ def test_every_command_has_help_with_an_example_and_is_in_the_readme():
 
     import typer.main
 
-    from featdel.cli import app
+    from featdel.cli.main import app
 
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     group = typer.main.get_group(app)
@@ -37,8 +37,8 @@ def test_every_command_has_help_with_an_example_and_is_in_the_readme():
 def test_threshold_overrides_parse_and_reject_unknown_keys():
     import pytest
 
-    from featdel.cli import thresholds_from
-    from featdel.errors import FeatdelError
+    from featdel.cli.main import thresholds_from
+    from featdel.core.errors import FeatdelError
 
     t = thresholds_from(["min_passing=5", "min_coverage=12.5"])
     assert (t.min_passing, t.min_coverage, t.baseline_runs) == (5, 12.5, 3)

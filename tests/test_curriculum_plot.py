@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from featdel.curriculum.posterior import TaskStats, plot
-from featdel.errors import FeatdelError
+from featdel.core.errors import FeatdelError
 
 
 def _stats():

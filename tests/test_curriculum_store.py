@@ -11,7 +11,7 @@ import json
 import multiprocessing as mp
 from pathlib import Path
 
-from featdel.curriculum import store
+from featdel.core import store
 
 
 def _writer(path: str, worker: int, batches: int, per_batch: int) -> None:

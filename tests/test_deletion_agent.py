@@ -24,7 +24,7 @@ pytest.importorskip("openai")
 from openai_server import calls, scripted_server  # noqa: I001 (tests/ helper)
 
 from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete, import_check
-from featdel.records import Candidate, VerdictStatus
+from featdel.core.records import Candidate, VerdictStatus
 from conftest import make_repo, mine_tiny
 
 WORDS = '''\
@@ -130,7 +130,7 @@ def test_an_agent_that_changes_nothing_is_refused_after_its_turns(repo):
 
 
 def test_a_server_that_fails_is_an_llm_error_not_a_refusal(repo):
-    from featdel.llm import LLMError
+    from featdel.core.llm import LLMError
 
     with scripted_server([]) as srv, pytest.raises(LLMError, match="HTTP 500"):  # the script is empty: 500s
         delete(repo, cand(), "agent", check=import_check(repo), options=options(srv.url))
@@ -151,10 +151,10 @@ def mined(tmp_path_factory, featdel_cache, local_backend):
 
 
 def run_agent(mined, tmp_path, script: list, backend):
-    from featdel.delete import delete_all
+    from featdel.pipeline.delete import delete_all
     from featdel.deletion.tested import with_tests
-    from featdel.rundir import RunDir
-    from featdel.verify import RepoContext, VerifyOptions, make_check, verify_all
+    from featdel.core.rundir import RunDir
+    from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
 
     def check_for(record):  # as the CLI builds it: the build check, and covering tests on request
         ctx = RepoContext.load(run_dir, record)
@@ -169,7 +169,7 @@ def run_agent(mined, tmp_path, script: list, backend):
 
 
 def test_a_feature_deleted_across_two_files_verifies_and_packages(mined, tmp_path, local_backend):
-    from featdel.package import package, read_tasks
+    from featdel.pipeline.package import package, read_tasks
 
     script = [
         calls(("read_file", {"path": "agentlib/words.py"}), ("read_file", {"path": "agentlib/__init__.py"})),
@@ -225,8 +225,8 @@ def test_an_edit_that_breaks_the_import_is_rolled_back_and_recorded(mined, tmp_p
 def test_cli_runs_the_agent_and_refuses_it_without_a_model(mined, tmp_path):
     from typer.testing import CliRunner
 
-    from featdel.cli import app
-    from featdel.rundir import RunDir
+    from featdel.cli.main import app
+    from featdel.core.rundir import RunDir
 
     run_dir = shutil.copytree(mined[0], tmp_path / "run")
     runner = CliRunner()

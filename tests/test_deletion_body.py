@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete, import_check
-from featdel.records import Candidate
+from featdel.core.records import Candidate
 from tests.conftest import make_repo as write_files
-from featdel.spans import has_syntax_error
+from featdel.code.spans import has_syntax_error
 
 CORE = '''\
 """Core."""

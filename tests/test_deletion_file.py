@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from featdel.deletion import NotApplicable, delete, import_check
-from featdel.records import Candidate
+from featdel.core.records import Candidate
 from tests.conftest import make_repo as write_files
 
 

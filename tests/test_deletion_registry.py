@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from featdel.deletion import STRATEGIES, NotApplicable, UnknownStrategy, choose, delete, import_check
-from featdel.records import Candidate, Deletion, from_dict, to_json
+from featdel.core.records import Candidate, Deletion, from_dict, to_json
 
 CORE = '''\
 def _helper(x):
@@ -80,7 +80,7 @@ def test_same_deletion_in_a_fresh_process(repo):
     script = (
         "import sys; from pathlib import Path\n"
         "from featdel.deletion import delete, import_check\n"
-        "from featdel.records import Candidate, to_json\n"
+        "from featdel.core.records import Candidate, to_json\n"
         f"c = Candidate(**{dataclasses.asdict(cand)!r})\n"
         "root = Path(sys.argv[1])\n"
         "print(to_json(delete(root, c, 'feature', check=import_check(root), seed=3)))\n"

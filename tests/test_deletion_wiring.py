@@ -13,7 +13,7 @@ import pytest
 from featdel.deletion import RolledBack, delete, import_check
 from featdel.deletion.base import Tree
 from featdel.deletion.wiring import find
-from featdel.records import Candidate
+from featdel.core.records import Candidate
 from tests.conftest import make_repo
 
 CORE = '''\

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from featdel.delete import combine_all
-from featdel.deletion.gone import allowed, named
-from featdel.records import VerdictStatus
-from featdel.verify import VerifyOptions, verify_all
+from featdel.pipeline.delete import combine_all
+from featdel.code.gone import allowed, named
+from featdel.core.records import VerdictStatus
+from featdel.pipeline.verify import VerifyOptions, verify_all
 from tests.conftest import delete_and_verify, mine_tiny
 
 WORDS = '''\
@@ -128,7 +128,7 @@ def test_only_errors_naming_a_deleted_name_in_a_test_module_are_allowed():
 
 
 def test_deleted_names_are_definitions_re_exports_and_modules_that_went():
-    from featdel.deletion.gone import deleted_names
+    from featdel.code.gone import deleted_names
 
     original = {
         "pkg/__init__.py": b"from pkg.words import shout, plain\nALIAS = plain\n",

@@ -28,7 +28,7 @@ def test_docker_run_sets_image_name_and_local_agrees(tmp_path):
     out = tmp_path / "run"
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "featdel.cli", "run", "pypi:inflection==0.5.1", "--sandbox", "docker",
+            [sys.executable, "-m", "featdel.cli.main", "run", "pypi:inflection==0.5.1", "--sandbox", "docker",
              "--out", str(out), "--max-candidates", "2", "-s", "body", "-s", "function"],
             capture_output=True, text=True, timeout=1200, env=env,
         )
@@ -37,14 +37,14 @@ def test_docker_run_sets_image_name_and_local_agrees(tmp_path):
         docker_ok = {v["deletion_id"]: v for v in verdicts if v["status"] == "verified"}
         assert docker_ok
         assert all(v["image_name"] and v["image_name"].startswith("featdel-env-") for v in docker_ok.values())
-        from featdel.package import read_tasks
+        from featdel.pipeline.package import read_tasks
 
         assert all(read_tasks(out).column("image_name").to_pylist())
 
         local = tmp_path / "local"
         shutil.copytree(out, local)
         (local / "verdicts.jsonl").unlink()
-        again = subprocess.run([sys.executable, "-m", "featdel.cli", "verify", str(local), "--sandbox", "local"],
+        again = subprocess.run([sys.executable, "-m", "featdel.cli.main", "verify", str(local), "--sandbox", "local"],
                                capture_output=True, text=True, timeout=1200, env=env)
         assert again.returncode == 0, again.stderr[-2000:]
         local_ok = {json.loads(v)["deletion_id"]: json.loads(v) for v in (local / "verdicts.jsonl").read_text().splitlines()}

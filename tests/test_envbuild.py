@@ -2,7 +2,7 @@
 
 Pins: with only `tasks/` and `envs/` of a packaged run copied to a new folder and a new, empty
 featdel cache, `featdel env build` rebuilds every environment from the env rows alone, and
-`featdel.evaluate` then resolves every gold patch and no empty one: on the local backend (env
+`featdel.grading.evaluate` then resolves every gold patch and no empty one: on the local backend (env
 in the cache) and on docker (an image `featdel-env:<env_id>` whose venv sits at
 /opt/featdel/venv, whose /testbed is empty, and that holds no path of the host). A second build
 reuses what the first made; an unknown env id is a one-line error.
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from featdel import envbuild
-from featdel.evaluate import evaluate
-from featdel.package import read_tasks
-from featdel.records import read_jsonl
+from featdel.env import envbuild
+from featdel.grading.evaluate import evaluate
+from featdel.pipeline.package import read_tasks
+from featdel.core.records import read_jsonl
 from tests.conftest_sandbox import docker_base_image
 
 
@@ -63,7 +63,7 @@ def empty_cache(tmp_path):
 
 def test_local_rebuild_from_shards_grades_gold_and_not_empty(packaged_tiny, empty_cache, tmp_path, local_backend):
     shipped = ship(packaged_tiny, tmp_path / "shipped")
-    done = subprocess.run([sys.executable, "-m", "featdel.cli", "evaluate", "--tasks", str(shipped), "--predictions",
+    done = subprocess.run([sys.executable, "-m", "featdel.cli.main", "evaluate", "--tasks", str(shipped), "--predictions",
                            str(gold_and_empty(shipped, tmp_path / "p.jsonl")), "--out", str(tmp_path / "r0.jsonl")],
                           capture_output=True, text=True, timeout=300, env=os.environ)
     assert "featdel env build" in (tmp_path / "r0.jsonl").read_text()  # not built here yet: says how
@@ -77,7 +77,7 @@ def test_local_rebuild_from_shards_grades_gold_and_not_empty(packaged_tiny, empt
 
 
 def test_only_names_an_env(packaged_tiny, empty_cache, tmp_path):
-    from featdel.errors import RunDirError
+    from featdel.core.errors import RunDirError
 
     with pytest.raises(RunDirError, match="no environment nope"):
         envbuild.build_all(packaged_tiny, only="nope")
@@ -116,7 +116,7 @@ def test_one_failed_env_is_recorded_and_the_batch_goes_on(packaged_tiny, tmp_pat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from featdel.package import read_envs
+    from featdel.pipeline.package import read_envs
 
     table = read_envs(packaged_tiny)
     [good] = table.to_pylist()

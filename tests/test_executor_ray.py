@@ -1,4 +1,4 @@
-"""Mining and verification on a real local Ray cluster (featdel.executor_ray).
+"""Mining and verification on a real local Ray cluster (featdel.pipeline.executor_ray).
 
 Pins: Ray's verdicts equal the local executor's on the same candidates (status, stage, F2P,
 P2P); a candidate whose worker is killed mid-verification is retried and its verdict written
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from featdel.errors import FeatdelError
-from featdel.executor import DIE_ONCE_VAR, LocalExecutor, get_executor
-from featdel.records import VerdictStatus
-from featdel.rundir import RunDir
-from featdel.verify import VerifyOptions, verify_all
+from featdel.core.errors import FeatdelError
+from featdel.pipeline.executor import DIE_ONCE_VAR, LocalExecutor, get_executor
+from featdel.core.records import VerdictStatus
+from featdel.core.rundir import RunDir
+from featdel.pipeline.verify import VerifyOptions, verify_all
 from tests.conftest import TINY_LIB, mine_tiny
 from tests.conftest_sandbox import docker_base_image, need
 
@@ -52,8 +52,8 @@ def cluster(featdel_cache):
 @pytest.fixture(scope="module")
 def deleted(tmp_path_factory, featdel_cache, local_backend) -> Path:
     """A mined tiny repository with a few candidates (some verify, some do not), no verdicts."""
-    from featdel.delete import delete_all
-    from featdel.verify import RepoContext, make_check
+    from featdel.pipeline.delete import delete_all
+    from featdel.pipeline.verify import RepoContext, make_check
 
     run_dir, _ = mine_tiny(tmp_path_factory, "raylib", RAYLIB, local_backend)
     delete_all(run_dir, strategies=["body"], max_candidates=2, seed=0, keep_docstrings=True,
@@ -126,9 +126,9 @@ def test_interrupted_ray_run_resumes_without_rewriting(cluster, deleted, local_v
 
 
 def test_mining_on_ray_matches_local(cluster, deleted, local_backend, tmp_path):
-    from featdel.corpus import CorpusEntry
-    from featdel.mine import Thresholds, mine
-    from featdel.recipe import Overrides
+    from featdel.env.corpus import CorpusEntry
+    from featdel.pipeline.mine import Thresholds, mine
+    from featdel.env.recipe import Overrides
 
     [local] = RunDir(deleted).latest_repos().values()
     entry = CorpusEntry(source=local.source, overrides=Overrides())
@@ -147,7 +147,7 @@ def test_mining_on_ray_matches_local(cluster, deleted, local_backend, tmp_path):
 def test_candidates_go_to_nodes_that_hold_their_environment(cluster, deleted):
     from dataclasses import replace
 
-    from featdel.executor_ray import RayExecutor
+    from featdel.pipeline.executor_ray import RayExecutor
 
     [record] = RunDir(deleted).latest_repos().values()
     gone = replace(record, name="gone", env_dir=str(deleted / "no-such-env"))
@@ -158,7 +158,7 @@ def test_candidates_go_to_nodes_that_hold_their_environment(cluster, deleted):
 
 @pytest.mark.docker
 def test_with_docker_a_node_holds_a_repository_only_with_its_image(deleted):
-    from featdel.executor_ray import homes_task
+    from featdel.pipeline.executor_ray import homes_task
 
     [record] = RunDir(deleted).latest_repos().values()
     wants = {"imaged": (record.env_dir, docker_base_image()), "unimaged": (record.env_dir, "featdel-no-such:0")}

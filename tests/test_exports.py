@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from featdel import envbuild, export_harbor, export_swebench, trees
-from featdel.materialize import materialize
+from featdel.env import envbuild
+from featdel.interop import harbor as export_harbor
+from featdel.interop import swebench as export_swebench
+from featdel.code import trees
+from featdel.interop.materialize import materialize
 from tests.conftest_sandbox import docker_base_image
 
 HARBOR_FILES = {"instruction.md", "task.toml", "environment/Dockerfile", "tests/test.sh", "tests/eval.sh",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from featdel import exposure
+from featdel.code import exposure
 from featdel.sandboxes.base import Visible
 
 NEEDLES = ["value = compute_the_total(items)", "return normalise(value, scale=3)"]

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from featdel.corpus import CorpusEntry
-from featdel.grade import GradeStatus, GradeTask, grade
-from featdel.mine import Thresholds, mine
-from featdel.records import RepoStatus
-from featdel.recipe import Overrides
-from featdel.trees import diff, start_state
+from featdel.env.corpus import CorpusEntry
+from featdel.grading.grade import GradeStatus, GradeTask, grade
+from featdel.pipeline.mine import Thresholds, mine
+from featdel.core.records import RepoStatus
+from featdel.env.recipe import Overrides
+from featdel.code.trees import diff, start_state
 from tests.conftest import make_repo
 
 LIB = {
@@ -74,7 +74,7 @@ def task(tmp_path_factory, featdel_cache, local_backend) -> GradeTask:
     [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=local_backend,
                     thresholds=Thresholds(min_passing=3, min_coverage=10.0))
     assert record.status == RepoStatus.MINED, record.reason
-    from featdel.envs import load
+    from featdel.env.envs import load
 
     snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"
     stub = _with_shout("raise NotImplementedError")

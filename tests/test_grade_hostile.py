@@ -1,4 +1,4 @@
-"""Hostile patches against `featdel.grade.grade`, found fresh after the hardening of issue 19.
+"""Hostile patches against `featdel.grading.grade.grade`, found fresh after the hardening of issue 19.
 
 One real task: a tiny library (`hostlib`), mined, with `shout` stubbed to raise; its F2P tests
 compare with `==`. Every hostile patch below changes only non-test source files of the package
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from featdel.grade import GradeStatus, GradeTask, grade
-from featdel.trees import diff, start_state
+from featdel.grading.grade import GradeStatus, GradeTask, grade
+from featdel.code.trees import diff, start_state
 from tests.conftest import mine_tiny
 
 LIB = {
@@ -688,7 +688,7 @@ RAW_PATCHES = {
                       f"+++ b/{LONG}\n@@ -0,0 +1 @@\n+x = 1\n"),
     "dot_dot_path": ("diff --git a/../escape.py b/../escape.py\nnew file mode 100644\nindex 0000000..7ed6ff8\n"
                      "--- /dev/null\n+++ b/../escape.py\n@@ -0,0 +1 @@\n+x = 1\n"),
-    # a JSON prediction can hold a lone surrogate ("\\udc80"): featdel.evaluate reads it as is
+    # a JSON prediction can hold a lone surrogate ("\\udc80"): featdel.grading.evaluate reads it as is
     "lone_surrogate": "\udc80",
 }
 RAW_HOLES: dict[str, str] = {}  # closed: a patch that is not valid Unicode is patch_failed
@@ -733,7 +733,7 @@ def _patch(task: GradeTask, edits: dict, tmp: Path) -> str:
 
 
 def _make_task(tmp_path_factory, backend, name: str) -> GradeTask:
-    from featdel.envs import load
+    from featdel.env.envs import load
 
     run_dir, record = mine_tiny(tmp_path_factory, name, {**LIB}, backend)
     snapshot = run_dir / "repos" / record.name / "snapshot.tar.gz"

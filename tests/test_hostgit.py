@@ -8,7 +8,7 @@ behind, and neither `apply_patch` nor the episode's final diff runs anything, as
 non-root featdel user, with and without `safe.directory = *` in the global config, and with the
 sweep switched off (the git calls alone hold). Each scenario that switches a defence off checks
 that plain git in the same tree does run the planted program, so the trap is armed. Below that:
-`featdel.hostgit`'s apply and diff ignore a planted repository, the caller's GIT_* variables and
+`featdel.code.hostgit`'s apply and diff ignore a planted repository, the caller's GIT_* variables and
 a global config's drivers; `commit_tree` never runs what an sdist's `.git` carries; patches apply
 and diff byte for byte whatever attributes a tree has; the sweep never follows a link, puts back
 a `.gitattributes` that was there before the run and removes what a non-root user can only
@@ -28,11 +28,12 @@ from pathlib import Path
 
 import pytest
 
-from featdel import hostgit, trees
+from featdel.code import hostgit
+from featdel.code import trees
 from featdel.agent.episode import final_patch
 from featdel.agent.protocol import ToolCall
 from featdel.agent.workspace import Workspace
-from featdel.sources import commit_tree
+from featdel.env.sources import commit_tree
 from tests.conftest import make_repo, mine_tiny
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -296,8 +297,8 @@ from pathlib import Path
 from featdel import hostgit
 from featdel.agent.episode import AgentTask, EpisodeConfig, TaskEnv, final_patch
 from featdel.agent.protocol import ToolCall
-from featdel.envs import load
-from featdel.grade import GradeTask
+from featdel.env.envs import load
+from featdel.grading.grade import GradeTask
 from featdel.sandboxes import get_backend
 
 a = json.loads(Path(sys.argv[1]).read_text())
@@ -353,7 +354,7 @@ def test_plant():
 def plant_task(tmp_path_factory, featdel_cache, local_backend):
     """A mined tiny task whose env, snapshot and patches sit in a folder any user can traverse
     (pytest's own are root-only), so a non-root featdel can run it too."""
-    from featdel.trees import diff
+    from featdel.code.trees import diff
 
     base = Path(tempfile.mkdtemp(prefix="featdel-hostgit-e2e-"))
     base.chmod(0o755)

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import assert_tasks_round_trip
 
 pytestmark = pytest.mark.slow
-FEATDEL = [sys.executable, "-m", "featdel.cli"]
+FEATDEL = [sys.executable, "-m", "featdel.cli.main"]
 
 
 def featdel(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

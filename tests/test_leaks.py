@@ -7,7 +7,8 @@ from __future__ import annotations
 import py_compile
 import subprocess
 
-from featdel import leaks, trees
+from featdel.code import leaks
+from featdel.code import trees
 from tests.conftest import make_repo
 
 REMOVED = "def secret_sauce(x):\n    total = x * 41 + compute_offset(x)\n    return normalise_result(total)\n"

@@ -17,7 +17,7 @@ pytest.importorskip("openai")
 from openai_server import calls, fail, scripted_server
 
 from featdel.agent.protocol import TOOLS
-from featdel.llm import ChatClient, LLMError, api_key, tool_schemas
+from featdel.core.llm import ChatClient, LLMError, api_key, tool_schemas
 
 
 def test_text_and_tool_calls_round_trip_and_usage_adds_up():

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from featdel.corpus import CorpusEntry, load
-from featdel.errors import CorpusError, SourceError
-from featdel.mine import Thresholds, mine
-from featdel.recipe import Overrides, detect, import_roots
-from featdel.records import RepoStatus
-from featdel.sources import resolve
+from featdel.env.corpus import CorpusEntry, load
+from featdel.core.errors import CorpusError, SourceError
+from featdel.pipeline.mine import Thresholds, mine
+from featdel.env.recipe import Overrides, detect, import_roots
+from featdel.core.records import RepoStatus
+from featdel.env.sources import resolve
 from tests.conftest import make_repo
 
 LOW = Thresholds(min_passing=3, min_coverage=10.0)
@@ -149,7 +149,7 @@ def test_old_conftest_falls_back_to_an_older_pytest(tmp_path, local_backend, fea
 
 def test_uncollectable_modules_are_left_out_and_a_missing_module_tries_the_extras(tmp_path, local_backend,
                                                                                   featdel_cache):
-    from featdel.envs import load
+    from featdel.env.envs import load
     from tests.conftest import TINY_LIB
 
     pyproject = TINY_LIB["pyproject.toml"].replace(

@@ -173,8 +173,8 @@ def test_clean_trajectories_have_no_flags(steps):
 def test_flags_go_to_the_curriculum_db_once_and_the_cli_reports_per_rule_and_task(tmp_path):
     from typer.testing import CliRunner
 
-    from featdel.cli import app
-    from featdel.curriculum.store import flags
+    from featdel.cli.main import app
+    from featdel.core.store import flags
 
     trajs = [make_traj(steps, iid=f"lib__{what.replace(' ', '_')}") for what, steps, _, _ in PLANTED[:8]]
     trajs += [make_traj(steps, iid="lib__clean", rollout=i) for i, steps in enumerate(CLEAN)]
@@ -216,7 +216,7 @@ def test_the_judge_flags_from_a_verdict_and_records_garbage_as_an_error(answer, 
     pytest.importorskip("openai")
     from openai_server import scripted_server
 
-    from featdel.llm import ChatClient
+    from featdel.core.llm import ChatClient
     from featdel.monitor.judge import Judge
 
     traj = make_traj(next(steps for what, steps, _, _ in PLANTED if what == "test rewritten"))
@@ -235,7 +235,7 @@ def test_a_dead_judge_is_a_recorded_error_and_the_rules_still_flag(tmp_path):
     pytest.importorskip("openai")
     from openai_server import fail, scripted_server
 
-    from featdel.llm import ChatClient
+    from featdel.core.llm import ChatClient
     from featdel.monitor.judge import Judge
     from featdel.monitor.report import monitor
 
@@ -248,7 +248,7 @@ def test_a_dead_judge_is_a_recorded_error_and_the_rules_still_flag(tmp_path):
 
 
 def test_trajectories_of_one_task_and_rollout_from_two_learners_are_counted_apart(tmp_path):
-    from featdel.curriculum.store import flags
+    from featdel.core.store import flags
     from featdel.monitor.report import monitor
 
     path = tmp_path / "t.jsonl"
@@ -272,7 +272,7 @@ def test_the_cli_judge_adds_its_flags_and_reports_its_errors(tmp_path):
     from openai_server import scripted_server
     from typer.testing import CliRunner
 
-    from featdel.cli import app
+    from featdel.cli.main import app
 
     path, out = tmp_path / "t.jsonl", tmp_path / "r.json"
     save_trajectories(path, [make_traj(CLEAN[0]), make_traj(CLEAN[1], rollout=1)])

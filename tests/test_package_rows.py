@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from featdel import envs, trees
-from featdel.package import ENV_SCHEMA, license_of, package, read_envs, read_tasks
-from featdel.records import (
+from featdel.env import envs
+from featdel.code import trees
+from featdel.pipeline.package import ENV_SCHEMA, license_of, package, read_envs, read_tasks
+from featdel.core.records import (
     Deletion,
     Recipe,
     RepoRecord,
@@ -28,7 +29,7 @@ from featdel.records import (
     Verdict,
     VerdictStatus,
 )
-from featdel.rundir import RunDir
+from featdel.core.rundir import RunDir
 from tests.conftest import TINY_LIB, make_repo
 
 LOCK = ["coverage==7.6.1", "iniconfig==2.0.0", "pip==24.0", "pytest==8.3.3"]

@@ -19,9 +19,9 @@ import sys
 
 import pytest
 
-from featdel.errors import PublishError
-from featdel.package import read_envs, read_tasks
-from featdel.publish import fetch, publish
+from featdel.core.errors import PublishError
+from featdel.pipeline.package import read_envs, read_tasks
+from featdel.interop.hub import fetch, publish
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +65,8 @@ def test_fetch_of_a_hub_folder_is_a_run_directory(dry, tmp_path, local_backend):
     out = tmp_path / "fetched"
     assert fetch(str(folder), out) == (read_tasks(run_dir).num_rows, read_envs(run_dir).num_rows)
     assert read_tasks(out).to_pylist() == read_tasks(run_dir).to_pylist()
-    from featdel.evaluate import evaluate
-    from featdel.materialize import materialize
+    from featdel.grading.evaluate import evaluate
+    from featdel.interop.materialize import materialize
 
     row = read_tasks(out).to_pylist()[0]
     materialize(out, row["instance_id"], tmp_path / "start")
@@ -81,7 +81,7 @@ def test_fetch_of_a_hub_folder_is_a_run_directory(dry, tmp_path, local_backend):
 
 
 def _publish_cli(run_dir, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "featdel.cli", "publish", str(run_dir), "--repo-id", "my-org/x"],
+    return subprocess.run([sys.executable, "-m", "featdel.cli.main", "publish", str(run_dir), "--repo-id", "my-org/x"],
                           capture_output=True, text=True, timeout=120, env=env)
 
 

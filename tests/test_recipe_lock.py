@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from featdel import envs
-from featdel.recipe import detect
-from featdel.sources import checkout, resolve
+from featdel.env import envs
+from featdel.env.recipe import detect
+from featdel.env.sources import checkout, resolve
 from tests.conftest import make_repo
 
 LIB = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from featdel.errors import RunDirError
-from featdel.rundir import RunDir
+from featdel.core.errors import RunDirError
+from featdel.core.rundir import RunDir
 
 
 def test_a_started_stage_refuses_other_options_and_accepts_the_same(tmp_path):

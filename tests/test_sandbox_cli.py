@@ -16,7 +16,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from featdel.cli_sandbox import parse_size, sandbox_app
+from featdel.cli.sandbox import parse_size, sandbox_app
 
 app = typer.Typer()
 app.add_typer(sandbox_app, name="sandbox")
@@ -85,6 +85,6 @@ def test_every_command_has_help_with_an_example():
 
 
 def test_module_imports_nothing_heavy():
-    code = "import sys, featdel.cli_sandbox; print(sorted({'docker', 'requests'} & set(sys.modules)))"
+    code = "import sys, featdel.cli.sandbox; print(sorted({'docker', 'requests'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"

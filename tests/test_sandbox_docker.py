@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest_sandbox import PLANTED_SECRET, docker_base_image, planted_copies, sandbox_backend
 
-from featdel.errors import SandboxError
+from featdel.core.errors import SandboxError
 from featdel.sandboxes import Limits, SandboxSpec
 
 pytestmark = pytest.mark.docker
@@ -113,7 +113,7 @@ def test_cli_build_base_only_reuses_the_base_image():
     import typer
     from typer.testing import CliRunner
 
-    from featdel.cli_sandbox import sandbox_app
+    from featdel.cli.sandbox import sandbox_app
 
     base = docker_base_image()
     app = typer.Typer()

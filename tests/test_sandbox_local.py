@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest_sandbox import PLANTED_SECRET, loopback_server, module_name, planted_copies
 
-from featdel.errors import SandboxError
+from featdel.core.errors import SandboxError
 from featdel.sandboxes import Limits, SandboxSpec, get_backend
 from featdel.sandboxes.cgroups import Cgroup
 from featdel.sandboxes.local import LocalBackend, visible_roots

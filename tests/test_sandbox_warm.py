@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from conftest_sandbox import sandbox_backend
 
-from featdel.envs import Env
-from featdel.records import Recipe
-from featdel.testrun import RunOptions, run_suite, warm_runner
+from featdel.env.envs import Env
+from featdel.core.records import Recipe
+from featdel.env.testrun import RunOptions, run_suite, warm_runner
 
 MODULE = "VALUE = 1\n"
 TESTS = ("import os\nimport mod\n\n\ndef test_value():\n    assert mod.VALUE == 1\n\n\n"
@@ -130,7 +130,7 @@ def test_a_dead_process_s_warm_folder_is_swept_and_a_live_one_is_kept(tmp_path, 
     import subprocess
     import tempfile
 
-    from featdel.testrun import SuiteRunner, sweep_warm_roots
+    from featdel.env.testrun import SuiteRunner, sweep_warm_roots
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a real process that has exited: its pid is free

@@ -23,15 +23,15 @@ from openai_server import calls, fail, scripted_server
 from featdel.agent.episode import EpisodeConfig
 from featdel.agent.protocol import TOOLS, render
 from featdel.agent.trajectory import read_trajectories
-from featdel.llm import ChatClient, tool_schemas
-from featdel.solve import ChatLearner, solve
+from featdel.core.llm import ChatClient, tool_schemas
+from featdel.agent.solve import ChatLearner, solve
 
 CONFIG = EpisodeConfig(max_turns=12, test_timeout_s=60)
 
 
 @pytest.fixture(scope="module")
 def task_row(packaged_tiny) -> dict:
-    from featdel.package import read_tasks
+    from featdel.pipeline.package import read_tasks
 
     return read_tasks(packaged_tiny).to_pylist()[0]
 
@@ -67,7 +67,7 @@ def run(packaged_tiny, backend, tmp_path, script, model, ids, **kw):
 
 
 def test_gold_solver_resolves_and_a_test_editor_does_not(packaged_tiny, local_backend, task_row, tmp_path):
-    from featdel.evaluate import evaluate
+    from featdel.grading.evaluate import evaluate
     from featdel.monitor import flag
 
     iid = task_row["instance_id"]
@@ -125,8 +125,8 @@ def test_a_dying_server_is_an_error_record_and_a_rerun_retries_then_skips(packag
 def test_cli_round_trip_solve_evaluate_record_monitor(packaged_tiny, task_row, tmp_path):
     from typer.testing import CliRunner
 
-    from featdel.cli import app
-    from featdel.curriculum.store import attempts, flags
+    from featdel.cli.main import app
+    from featdel.core.store import attempts, flags
 
     iid = task_row["instance_id"]
     (tmp_path / "ids.txt").write_text(iid + "\n")

@@ -1,4 +1,4 @@
-"""Invariants of the equal-to-anything stub variants (featdel.equal_stub) and of the gate they feed.
+"""Invariants of the equal-to-anything stub variants (featdel.deletion.equal_stub) and of the gate they feed.
 
 `equal_anything` gives every deleted function or method that returns a value a body returning an
 object whose `__eq__` says yes, `__ne__` no, whose hash is 0 and which is truthy; `equal_typed`
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from featdel import quality
-from featdel.records import Candidate, VerdictStatus
+from featdel.deletion import quality
+from featdel.core.records import Candidate, VerdictStatus
 from tests.conftest import make_repo
 from tests.test_quality import body_lines, check_variants, deletion
 
@@ -285,8 +285,8 @@ EQLIB = {
 
 @pytest.fixture(scope="module")
 def eqlib(tmp_path_factory, featdel_cache, local_backend):
-    from featdel.trees import extract
-    from featdel.verify import RepoContext
+    from featdel.code.trees import extract
+    from featdel.pipeline.verify import RepoContext
     from tests.conftest import mine_tiny
 
     run_dir, record = mine_tiny(tmp_path_factory, "eqlib", EQLIB, local_backend)
@@ -296,7 +296,7 @@ def eqlib(tmp_path_factory, featdel_cache, local_backend):
 
 def verify(eqlib, local_backend, path: str, qualname: str, tests: list[str]):
     from featdel.deletion import delete
-    from featdel.verify import VerifyOptions, verify_one
+    from featdel.pipeline.verify import VerifyOptions, verify_one
 
     ctx, original, repo = eqlib
     cand = Candidate(repo=repo, path=path, qualname=qualname, kind="function", lines=4, tests=tests)

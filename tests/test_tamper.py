@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from featdel.tamper import RULES, Finding, analyse, analyse_fragment, scan
+from featdel.grading.tamper import RULES, Finding, analyse, analyse_fragment, scan
 
 
 def rules_of(source: str | bytes, path: str = "pkg/mod.py", old: str | bytes | None = None,

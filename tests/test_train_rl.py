@@ -34,7 +34,7 @@ def metrics(out):
 
 
 def attempts(out):
-    from featdel.curriculum.store import attempts as read
+    from featdel.core.store import attempts as read
 
     return read(out.parent / f"{out.name}.duckdb")
 

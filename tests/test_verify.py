@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from featdel.package import TASK_SCHEMA, package, read_envs, read_tasks
-from featdel.records import Deletion, VerdictStatus, read_jsonl
-from featdel.testrun import RunOptions, run_suite
-from featdel.trees import apply_patch, start_state
-from featdel.verify import RepoContext, VerifyOptions, verify_all, verify_one
+from featdel.pipeline.package import TASK_SCHEMA, package, read_envs, read_tasks
+from featdel.core.records import Deletion, VerdictStatus, read_jsonl
+from featdel.env.testrun import RunOptions, run_suite
+from featdel.code.trees import apply_patch, start_state
+from featdel.pipeline.verify import RepoContext, VerifyOptions, verify_all, verify_one
 from tests.conftest import TINY_LIB, assert_tasks_round_trip, delete_and_verify, mine_tiny
 
 # A test that skips when the feature is missing: deleting `whisper` must not count it as F2P.
@@ -62,9 +62,9 @@ def test_skipped_test_is_not_a_failure(run, local_backend, tmp_path):
     for v in verdicts:
         assert "tests/test_skip.py::test_whisper_or_skip" not in v.FAIL_TO_PASS
     from featdel.deletion import delete
-    from featdel.rundir import RunDir
-    from featdel.records import Candidate
-    from featdel.trees import extract
+    from featdel.core.rundir import RunDir
+    from featdel.core.records import Candidate
+    from featdel.code.trees import extract
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -121,7 +121,7 @@ def test_broken_environment_is_broken_not_rejected(run, local_backend, tmp_path)
     run_dir, _ = run
     from dataclasses import replace
 
-    from featdel.rundir import RunDir
+    from featdel.core.rundir import RunDir
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -153,7 +153,7 @@ def test_hidden_tests_leave_the_start_state_and_test_patch_restores_them(run, lo
     snapshot = tmp_path / "snapshot.tar.gz"
     snapshot.write_bytes(env_row["snapshot"])
     record = json.loads((run_dir / "repos.jsonl").read_text().splitlines()[-1])
-    from featdel.envs import load
+    from featdel.env.envs import load
 
     env = load(Path(record["env_dir"]))
     task = read_tasks(hidden_run).to_pylist()[0]
@@ -170,7 +170,7 @@ def test_hidden_tests_leave_the_start_state_and_test_patch_restores_them(run, lo
 
 def test_a_deletion_that_makes_tests_hang_is_rejected_at_the_timeout(run, local_backend):
     run_dir, _ = run
-    from featdel.rundir import RunDir
+    from featdel.core.rundir import RunDir
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -186,7 +186,7 @@ def test_a_deletion_that_makes_tests_hang_is_rejected_at_the_timeout(run, local_
 
 def test_an_edit_that_does_not_parse_is_rejected_at_build(run, local_backend):
     run_dir, _ = run
-    from featdel.rundir import RunDir
+    from featdel.core.rundir import RunDir
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -204,7 +204,7 @@ def test_show_and_materialize_read_the_shards(run, tmp_path):
 
     from typer.testing import CliRunner
 
-    from featdel.cli import app
+    from featdel.cli.main import app
 
     task = read_tasks(run_dir).to_pylist()[0]
     shown = CliRunner().invoke(app, ["show", str(run_dir), task["instance_id"]])
@@ -225,8 +225,8 @@ def test_show_and_materialize_read_the_shards(run, tmp_path):
 
 def test_evaluate_gold_resolves_empty_does_not_and_bad_lines_are_recorded(run, local_backend, tmp_path):
     run_dir, _ = run
-    from featdel.evaluate import evaluate, logs_dir
-    from featdel.grade import GradeStatus
+    from featdel.grading.evaluate import evaluate, logs_dir
+    from featdel.grading.grade import GradeStatus
 
     tasks = read_tasks(run_dir).to_pylist()
     preds = tmp_path / "preds.jsonl"
@@ -256,9 +256,9 @@ def test_evaluate_gold_resolves_empty_does_not_and_bad_lines_are_recorded(run, l
 def test_a_task_a_trivial_body_solves_is_rejected_at_stub(run, local_backend, tmp_path):
     run_dir, _ = run
     from featdel.deletion import delete
-    from featdel.rundir import RunDir
-    from featdel.records import Candidate, VerdictStatus
-    from featdel.trees import extract
+    from featdel.core.rundir import RunDir
+    from featdel.core.records import Candidate, VerdictStatus
+    from featdel.code.trees import extract
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -274,8 +274,8 @@ def test_a_crash_on_one_candidate_is_a_broken_verdict_with_its_traceback(run, lo
     run_dir, _ = run
     from dataclasses import replace
 
-    from featdel.rundir import RunDir
-    from featdel.records import VerdictStatus
+    from featdel.core.rundir import RunDir
+    from featdel.core.records import VerdictStatus
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -291,10 +291,10 @@ def test_a_copy_of_the_package_in_the_environment_is_a_leak(run, local_backend, 
     run_dir, verdicts = run
     import shutil
 
-    from featdel import exposure
-    from featdel.rundir import RunDir
-    from featdel.records import VerdictStatus
-    from featdel.trees import extract
+    from featdel.code import exposure
+    from featdel.core.rundir import RunDir
+    from featdel.core.records import VerdictStatus
+    from featdel.code.trees import extract
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -315,7 +315,7 @@ def test_a_copy_of_the_package_in_the_environment_is_a_leak(run, local_backend, 
 
 def test_resuming_verification_with_other_options_says_so(run, local_backend):
     run_dir, _ = run
-    from featdel.errors import RunDirError
+    from featdel.core.errors import RunDirError
 
     with pytest.raises(RunDirError, match="reruns=2"):
         verify_all(run_dir, local_backend, VerifyOptions(reruns=4))

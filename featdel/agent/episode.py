@@ -2,7 +2,7 @@
 
 In: an `AgentTask` (a `GradeTask` and its problem statement), a `Policy`, a sandbox backend and
 an `EpisodeConfig`. Out: a `Trajectory` with every token, the mask of the policy's tokens, the
-turns, the hints the rules emitted, and the reward: `featdel.grade.grade` on the diff from the
+turns, the hints the rules emitted, and the reward: `featdel.grading.grade.grade` on the diff from the
 start state to the final work tree, so the learner is graded exactly as `featdel evaluate`
 grades a prediction. `rollouts` runs k episodes of one task in parallel threads, each in its own
 work tree (every test run opens its own sandbox).
@@ -14,7 +14,7 @@ so their trajectories, observation framing and hints are the same by constructio
 
 The work tree is the start state without VCS data; the pristine start state (a one-commit git
 repository) stays outside the sandbox, and the final patch is computed against it from a scrubbed
-copy of the work tree, in a repository of featdel's own (`featdel.hostgit`), so caches the test
+copy of the work tree, in a repository of featdel's own (`featdel.code.hostgit`), so caches the test
 runs left and anything written into the tree (a `.git/config`, a `.gitattributes`) cannot reach
 the diff machinery.
 """
@@ -38,8 +38,8 @@ from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, Codec, Policy, codec_of
 from featdel.agent.protocol import CallError, ToolCall, parse, render, tools_text
 from featdel.agent.trajectory import Hint, Trajectory, Turn
 from featdel.agent.workspace import Observation, Workspace
-from featdel.grade import GradeTask, grade
-from featdel.trees import diff_trees, scrub, start_state
+from featdel.grading.grade import GradeTask, grade
+from featdel.code.trees import diff_trees, scrub, start_state
 
 
 
@@ -219,7 +219,7 @@ def _grade(task: AgentTask, start: Path, work: Path, backend, ended: str,
 
 def final_patch(start: Path, work: Path) -> str:
     """The unified diff from the start state to a scrubbed copy of `work`, both hashed in a
-    repository of featdel's own (`featdel.trees.diff_trees`): the start state's `.git` is not
+    repository of featdel's own (`featdel.code.trees.diff_trees`): the start state's `.git` is not
     read, and no `.git` or `.gitattributes` in the work tree is obeyed."""
     with tempfile.TemporaryDirectory(prefix="featdel-final-") as tmp:
         final = Path(tmp) / "final"
@@ -254,8 +254,8 @@ def rollouts(task: AgentTask, policy: Policy, backend, *, k: int, config: Episod
 def load_agent_tasks(run_dir: Path, workdir: Path, *, backend=None,
                      ids: Sequence[str] | None = None) -> dict[str, AgentTask | str]:
     """The packaged run's tasks with their statements, or why one cannot run here (no env)."""
-    from featdel.evaluate import load_tasks
-    from featdel.package import read_tasks
+    from featdel.grading.evaluate import load_tasks
+    from featdel.pipeline.package import read_tasks
 
     statements = {row["instance_id"]: row["problem_statement"] or ""
                   for row in read_tasks(run_dir).select(["instance_id", "problem_statement"]).to_pylist()}

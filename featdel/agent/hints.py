@@ -17,7 +17,7 @@ from typing import Protocol
 
 from featdel.agent.protocol import TOOLS, render, schema, tools_text
 from featdel.agent.trajectory import Hint, Turn
-from featdel.grade import protected
+from featdel.grading.grade import protected
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -33,7 +33,7 @@ from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, decode, encode
 from featdel.agent.protocol import CLOSE, OPEN, TOOLS, ToolCall, render
 from featdel.agent.trajectory import Trajectory
 from featdel.agent.workspace import Observation, Workspace
-from featdel.grade import GradeStatus
+from featdel.grading.grade import GradeStatus
 
 WORDS = ("red", "blue", "green", "gold", "pink", "gray")
 FILES = ("a.txt", "b.txt", "c.txt")

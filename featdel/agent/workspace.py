@@ -9,9 +9,9 @@ observation.
 Paths are confined to the tree: relative, no `..` and no `.git` component, and whatever symlinks
 the tree holds (code run by the tests can plant them) the real path must stay inside the tree.
 Reading and writing happen here on the host; only `run_tests` executes code, in the sandbox,
-through `featdel.testrun.run_suite` with the tree mounted where the environment expects it.
+through `featdel.env.testrun.run_suite` with the tree mounted where the environment expects it.
 That code can write anything into the tree, `.git/config` and `.gitattributes` included, so
-`apply_patch` runs git through `featdel.hostgit` (featdel's own repository and config, none of
+`apply_patch` runs git through `featdel.code.hostgit` (featdel's own repository and config, none of
 the tree's), and after every run the `.git` entries and planted `.gitattributes` are swept out.
 """
 
@@ -24,10 +24,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from featdel import hostgit
+from featdel.code import hostgit
 from featdel.agent.protocol import ToolCall
-from featdel.errors import SandboxError
-from featdel.grade import GradeTask
+from featdel.core.errors import SandboxError
+from featdel.grading.grade import GradeTask
 
 MAX_FILE_BYTES = 1 << 20  # read_file refuses bigger files; write_file bigger contents
 MAX_LISTING = 500
@@ -142,7 +142,7 @@ class Workspace:
         return Observation(text=f"patched {', '.join(paths)}", touched=paths)
 
     def _run_tests(self, tests: list[str] | None = None) -> Observation:
-        from featdel.testrun import RunOptions, run_suite
+        from featdel.env.testrun import RunOptions, run_suite
 
         if self.task is None:
             return Observation(text="error: this work tree has no task to test", ok=False)

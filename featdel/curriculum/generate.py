@@ -11,7 +11,7 @@ fits it, docstrings kept or stripped, tests visible or hidden); its features are
 (`steer.estimate`) and the setting whose predicted pass rate is nearest the target is kept.
 Candidates are then deleted nearest first, until `max_candidates` were made or rolled back, with
 the same refusal and failure records as the unsteered stage. Combined deletions are made after
-verification by `run`'s combine step (`featdel.delete.combine_all`); `annotate_combined`
+verification by `run`'s combine step (`featdel.pipeline.delete.combine_all`); `annotate_combined`
 records their knobs and the pass rate predicted from their parts.
 """
 
@@ -48,13 +48,13 @@ def steer_delete(run_dir: Path, model: DifficultyModel, *, target: float, learne
                  max_candidates: int, seed: int, check_for: Callable, hide_tests: bool = True,
                  on_step: Callable[[str, str], None] = lambda repo, step: None) -> int:
     """Steered deletions for every mined repo not yet done; returns how many were made."""
-    from featdel.coverage_map import CoverageMap
-    from featdel.delete import candidates
+    from featdel.code.coverage_map import CoverageMap
+    from featdel.pipeline.delete import candidates
     from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete
     from featdel.deletion.base import deletion_id
-    from featdel.records import Verdict, VerdictStatus
-    from featdel.rundir import RunDir
-    from featdel.trees import extract
+    from featdel.core.records import Verdict, VerdictStatus
+    from featdel.core.rundir import RunDir
+    from featdel.code.trees import extract
 
     rd = RunDir(run_dir)
     names = [n for n in strategies if n != "combine"]
@@ -121,7 +121,7 @@ def annotate_combined(run_dir: Path, model: DifficultyModel, *, target: float, l
     """Steering rows for `combine` deletions (made by `run`'s combine step from verified tasks)
     whose parts were steered: knobs, and the pass rate predicted from the parts' summed
     features. Returns how many rows were added."""
-    from featdel.rundir import RunDir
+    from featdel.core.rundir import RunDir
 
     steering = read_steering(run_dir)
     added = 0
@@ -141,8 +141,9 @@ def annotate_combined(run_dir: Path, model: DifficultyModel, *, target: float, l
 def history_model(history: list[Path], learner: str) -> DifficultyModel:
     """The learner's difficulty model, fitted on its attempts in each run's curriculum.duckdb
     against that run's packaged tasks."""
-    from featdel.curriculum import model, posterior, store
-    from featdel.errors import FeatdelError
+    from featdel.curriculum import model, posterior
+    from featdel.core import store
+    from featdel.core.errors import FeatdelError
 
     obs = []
     for run in history:
@@ -161,10 +162,10 @@ def steered_delete(out: Path, *, learner: str | None, target: float, history: li
                    max_candidates: int, seed: int, backend) -> DifficultyModel:
     """The delete stage of `featdel run --target-pass-rate`, with a progress display."""
     from featdel.deletion import STRATEGIES
-    from featdel.errors import FeatdelError
-    from featdel.progress import StepProgress
-    from featdel.rundir import RunDir
-    from featdel.verify import RepoContext, make_check
+    from featdel.core.errors import FeatdelError
+    from featdel.core.progress import StepProgress
+    from featdel.core.rundir import RunDir
+    from featdel.pipeline.verify import RepoContext, make_check
 
     if not learner:
         raise FeatdelError("--target-pass-rate needs --learner NAME (whose attempts fit the difficulty model)")

@@ -82,7 +82,7 @@ def knob_space(strategies: Iterable[str], *, docstrings: bool = True, tests: boo
 
 def identifier_counts(root: Path) -> Counter:
     """How often each identifier occurs in the tree (one walk for all candidates)."""
-    from featdel.spans import parse, python_files
+    from featdel.code.spans import parse, python_files
 
     counts: Counter = Counter()
     for path in python_files(root):
@@ -97,8 +97,8 @@ def identifier_counts(root: Path) -> Counter:
 
 def estimate(candidate, original: Path, counts: Counter, typical_similarity: float) -> dict:
     """Difficulty features a candidate's deletion would have, before it is made."""
-    from featdel.difficulty import cyclomatic
-    from featdel.spans import symbols
+    from featdel.deletion.difficulty import cyclomatic
+    from featdel.code.spans import symbols
 
     source = (original / candidate.path).read_bytes()
     text, lines = source.decode(errors="replace"), len(source.splitlines())

@@ -7,7 +7,7 @@ seeded rng; `import_check` is a real check for tests and trusted local runs.
 """
 
 from featdel.deletion.base import Check, Edits, NotApplicable, RolledBack, Strategy, UnknownStrategy
-from featdel.deletion.check import import_check
+from featdel.env.importcheck import import_check
 from featdel.deletion.registry import STRATEGIES, choose, delete, strategy
 
 __all__ = [

@@ -41,8 +41,8 @@ from featdel.deletion.base import (
     passes,
 )
 from featdel.deletion.observed import observe
-from featdel.records import Candidate, Deletion
-from featdel.spans import is_test_path
+from featdel.core.records import Candidate, Deletion
+from featdel.code.spans import is_test_path
 
 MAX_TREE_LINES = 300  # files listed in the first message
 MAX_TESTS_SHOWN = 40
@@ -219,7 +219,7 @@ class Session:
 
 def run_session(client, original: Path, work: Path, candidate: Candidate, check: Check, max_turns: int) -> Session:
     """The tool loop: up to `max_turns` replies, each answered tool call by tool call."""
-    from featdel.llm import tool_schemas
+    from featdel.core.llm import tool_schemas
 
     session, schemas = Session(original, work, check, candidate.tests), tool_schemas(TOOLS)
     messages = [{"role": "system", "content": SYSTEM},
@@ -260,7 +260,7 @@ class AgentStrategy(KindStrategy):
             raise NotApplicable("the agent strategy needs a model: --agent-url URL --agent-model NAME")
         if not super().fits(candidate):
             raise NotApplicable(f"kind {candidate.kind!r} at {candidate.path} is not an agent target")
-        from featdel.llm import ChatClient
+        from featdel.core.llm import ChatClient
 
         cfg = self.config
         client = ChatClient(cfg.base_url, cfg.model, api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s,

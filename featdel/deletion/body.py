@@ -30,7 +30,7 @@ from featdel.deletion.base import (
     target_symbols,
 )
 from featdel.deletion.splice import Lines, Splice, apply, owned_rows, statement_node
-from featdel.records import Candidate, Deletion
+from featdel.core.records import Candidate, Deletion
 
 STUB = b"raise NotImplementedError"
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from featdel.deletion.base import Tree
-from featdel.deletion.imports import imports_of, module_name
-from featdel.spans import Symbol, is_test_path
+from featdel.code.imports import imports_of, module_name
+from featdel.code.spans import Symbol, is_test_path
 
 
 @dataclass(frozen=True, slots=True)

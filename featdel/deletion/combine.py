@@ -7,7 +7,7 @@ normally the union of the parts' F2P). Parts are disjoint when no symbol is dele
 and, in a file both edit, their changed line ranges are at least one line apart; the edits of such
 a file are merged line by line against the original. Unlike the other strategies it starts from
 verified deletions rather than a candidate, so it runs after a first verify pass (see
-`featdel.delete.combine_all`); in the registry it fits no candidate.
+`featdel.pipeline.delete.combine_all`); in the registry it fits no candidate.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from featdel.deletion.base import NotApplicable
-from featdel.records import Candidate, Deletion
+from featdel.core.records import Candidate, Deletion
 
 
 def _rows(text: str) -> list[str]:

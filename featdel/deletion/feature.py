@@ -34,11 +34,11 @@ from featdel.deletion.base import (
 )
 from featdel.deletion.body import replaced, stub_splices
 from featdel.deletion.callgraph import Helper, file_imports, helpers_for, only_used_by, public_helpers
-from featdel.deletion.imports import module_name
+from featdel.code.imports import module_name
 from featdel.deletion.remove import cut
 from featdel.deletion.splice import Lines, statement_node
 from featdel.deletion.wiring import Plan, find
-from featdel.records import Candidate, Deletion
+from featdel.core.records import Candidate, Deletion
 
 
 def _drop_imports(plan: Plan, helper: Helper, tree: Tree) -> None:

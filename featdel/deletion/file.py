@@ -17,9 +17,9 @@ from pathlib import Path
 
 from featdel.deletion.base import Check, KindStrategy, NotApplicable, RolledBack, Tree, make_deletion, passes
 from featdel.deletion.callgraph import file_imports
-from featdel.deletion.imports import loads, module_name
-from featdel.records import Candidate, Deletion
-from featdel.spans import is_test_path
+from featdel.code.imports import loads, module_name
+from featdel.core.records import Candidate, Deletion
+from featdel.code.spans import is_test_path
 
 NEVER = frozenset({"__init__.py", "__main__.py", "conftest.py", "setup.py"})
 

@@ -22,7 +22,7 @@ from featdel.deletion.combine import CombineStrategy
 from featdel.deletion.feature import FeatureStrategy
 from featdel.deletion.file import FileStrategy
 from featdel.deletion.remove import RemovalStrategy
-from featdel.records import Candidate, Deletion
+from featdel.core.records import Candidate, Deletion
 
 STRATEGIES: dict[str, Strategy] = {
     "body": BodyStrategy(),
@@ -31,7 +31,7 @@ STRATEGIES: dict[str, Strategy] = {
     "class": RemovalStrategy("class", "class"),
     "file": FileStrategy(),
     "feature": FeatureStrategy(),
-    "combine": CombineStrategy(),  # joins verified deletions after verify (featdel.delete.combine_all)
+    "combine": CombineStrategy(),  # joins verified deletions after verify (featdel.pipeline.delete.combine_all)
     "agent": AgentStrategy(),  # a language model deletes through tools; needs options (see above)
 }
 

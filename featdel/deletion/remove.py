@@ -28,8 +28,8 @@ from featdel.deletion.base import (
 )
 from featdel.deletion.splice import Lines, Splice, apply, removal, snippet, statement_node
 from featdel.deletion.wiring import Plan, find
-from featdel.records import Candidate, Deletion
-from featdel.spans import Symbol
+from featdel.core.records import Candidate, Deletion
+from featdel.code.spans import Symbol
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from featdel.deletion.base import NotApplicable
-from featdel.spans import Symbol
+from featdel.code.spans import Symbol
 
 DEFINITIONS = ("decorated_definition", "function_definition", "class_definition")
 

@@ -30,9 +30,9 @@ class TestedCheck:
         return self.check(edits)
 
     def run_tests(self, edits: Edits, tests: list[str]) -> dict[str, str]:
-        from featdel import trees
-        from featdel.errors import SandboxError
-        from featdel.testrun import RunOptions, run_suite
+        from featdel.code import trees
+        from featdel.core.errors import SandboxError
+        from featdel.env.testrun import RunOptions, run_suite
 
         timeout = max(60.0, 10 * self.ctx.record.suite_seconds)
         with tempfile.TemporaryDirectory(prefix="featdel-agent-tests-") as tmp:

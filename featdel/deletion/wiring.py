@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from featdel.deletion.base import Tree, decode
 from featdel.deletion.callgraph import file_imports
-from featdel.deletion.imports import module_name
+from featdel.code.imports import module_name
 from featdel.deletion.splice import Splice, apply, removal
 
 

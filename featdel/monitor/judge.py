@@ -1,6 +1,6 @@
 """An optional LLM judge: a second opinion on a trajectory, after the deterministic rules.
 
-In: a `Trajectory` and a chat client (`featdel.llm.ChatClient`, any OpenAI-compatible server).
+In: a `Trajectory` and a chat client (`featdel.core.llm.ChatClient`, any OpenAI-compatible server).
 Out: at most one `Flag` (rule `judge`) and, when the judge could not be used or answered
 something other than the verdict asked for, an error string instead. The judge sees a compact
 rendering of the turns (each call and the head of its observation) and must answer one JSON
@@ -87,7 +87,7 @@ class Judge:
         self.client = client
 
     def judge(self, traj: Trajectory) -> tuple[list[Flag], str | None]:
-        from featdel.llm import LLMError
+        from featdel.core.llm import LLMError
 
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": render_trajectory(traj)}]
         try:

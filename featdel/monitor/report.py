@@ -4,7 +4,7 @@ In: trajectory JSON Lines (`featdel solve`'s, the trainer's: `featdel.agent.traj
 optional judge (`judge.Judge`) and an optional curriculum database. Out: a `MonitorReport`:
 every flag, the trajectories per task, the judge's errors and the lines that were not
 trajectories (one bad line is a recorded problem, never the end of the file); with a database,
-the flags in its `flags` table beside the attempts (`featdel.curriculum.store.add_flags`), keyed
+the flags in its `flags` table beside the attempts (`featdel.core.store.add_flags`), keyed
 so that monitoring a file twice adds nothing. `print_report` shows flags per rule and per task.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from featdel.agent.trajectory import Trajectory
-from featdel.errors import FeatdelError
+from featdel.core.errors import FeatdelError
 from featdel.monitor.rules import Flag, flag
 
 
@@ -104,7 +104,7 @@ def monitor(paths: list[Path], *, judge=None, db: Path | None = None, learner: s
             on_step(item, "done")
     stored = 0
     if db is not None:
-        from featdel.curriculum.store import StoredFlag, add_flags
+        from featdel.core.store import StoredFlag, add_flags
 
         stored = add_flags(db, [StoredFlag(trajectory=k, instance_id=f.instance_id, rollout=f.rollout, rule=f.rule,
                                            turn=f.turn, evidence=f.evidence, learner=learner)

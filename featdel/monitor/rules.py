@@ -13,7 +13,7 @@ text. A rule reads acts only, so the rules never parse calls themselves:
   the learner already read in a file (an earlier successful `read_file`; rewriting a file that already imports
   `socket` is not network use: the same idea as the tamper scan's "lines in the start state never
   count");
-- findings: the grader's own tamper analysis (`featdel.tamper.analyse_fragment`) of those lines,
+- findings: the grader's own tamper analysis (`featdel.grading.tamper.analyse_fragment`) of those lines,
   per file: parsed where they parse (names bound on one line fold on another), token-checked
   where they do not;
 - text: the words around the call (a chat model's message, a byte model's prefix), or the whole
@@ -23,7 +23,7 @@ text. A rule reads acts only, so the rules never parse calls themselves:
 
 `grader_report` and `outside_tree` take the tamper findings by rule id, and the cache, history and
 installed-copy rules take its `cache-path` findings besides their own patterns; the test-edit
-rule asks `featdel.grade.protected`. So the monitor flags every kind of code the scan flags, and
+rule asks `featdel.grading.grade.protected`. So the monitor flags every kind of code the scan flags, and
 the two agree on what a test, a start-up hook or a process exit is.
 """
 
@@ -33,11 +33,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from featdel import tamper
+from featdel.grading import tamper
 from featdel.agent.trajectory import Trajectory, Turn
 from featdel.agent.workspace import patch_paths
-from featdel.grade import protected
-from featdel.spans import is_test_path
+from featdel.grading.grade import protected
+from featdel.code.spans import is_test_path
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,0 +1,134 @@
+"""`featdel curriculum ...`: record graded attempts, show pass-rate posteriors, sample tasks.
+
+Each command parses options and calls the library (`featdel.curriculum.*`); duckdb, numpy and
+pyarrow are imported inside the commands so `featdel --help` stays instant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+curriculum_app = typer.Typer(
+    help="Learner pass rates: record graded attempts, Beta posteriors per task, learnability sampling.",
+    no_args_is_help=True,
+)
+
+RunOpt = Annotated[Path, typer.Option("--run", help="The packaged run directory (its tasks/ and curriculum.duckdb).")]
+DbOpt = Annotated[Path | None, typer.Option("--db", help="Attempts file (default: RUN/curriculum.duckdb).")]
+LearnerOpt = Annotated[str | None, typer.Option("--learner", help="Only this learner's attempts (default: all).")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")]
+
+
+def _db(run: Path, db: Path | None) -> Path:
+    from featdel.core.store import default_path
+
+    return db or default_path(run)
+
+
+@curriculum_app.command()
+def record(
+    results: Annotated[Path, typer.Argument(help="RESULTS.jsonl written by `featdel evaluate`.")],
+    learner: Annotated[str, typer.Option("--learner", help="Name of the learner these attempts belong to.")],
+    run: RunOpt = Path("runs/run"),
+    db: DbOpt = None,
+    round_: Annotated[int | None, typer.Option("--round", help="Round or step (default: the learner's last + 1).")]
+    = None,
+    verbose: Verbose = False,
+) -> None:
+    """Load graded attempts into the attempts table (one row per result; safe to run twice).
+
+    `broken` results are kept but never count as failures. Several processes may record at once.
+
+    Examples:
+
+      featdel curriculum record results.jsonl --learner policy-v3 --run runs/a
+
+      featdel curriculum record results.jsonl --learner policy-v3 --run runs/a --round 12
+    """
+    from featdel.cli.main import cli_errors
+    from featdel.core import store
+
+    with cli_errors(verbose):
+        path = _db(run, db)
+        last = store.last_round(path, learner)
+        rnd = round_ if round_ is not None else (0 if last is None else last + 1)
+        attempts = store.from_results(results, learner, round=rnd)
+        new = store.add(path, attempts)
+        broken = sum(1 for a in attempts if a.status == "broken")
+        typer.echo(f"{new} new attempts of {len(attempts)} in {path} (learner {learner}, round {rnd}; "
+                   f"{broken} broken, not counted as failures)")
+        if (run / "tasks").is_dir():
+            from featdel.curriculum.posterior import task_rows
+
+            known = {row["instance_id"] for row in task_rows(run)}
+            unknown = {a.instance_id for a in attempts} - known
+            if unknown:
+                typer.secho(f"{len(unknown)} instance ids are not tasks of {run} (e.g. {min(unknown)}): "
+                            "stats and sample ignore them", fg="yellow", err=True)
+
+
+@curriculum_app.command()
+def stats(
+    run: RunOpt = Path("runs/run"),
+    db: DbOpt = None,
+    learner: LearnerOpt = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG: pass-rate histogram and predicted "
+                                              "against observed (needs featdel[plot]).")] = None,
+    top: Annotated[int, typer.Option("--top", min=0, help="Tasks to list, most learnable first.")] = 10,
+    verbose: Verbose = False,
+) -> None:
+    """Beta posterior of each task's pass rate; summaries per strategy, repo and difficulty bucket;
+    the difficulty model's calibration (Brier score, share within 0.15 of observed).
+
+    Examples:
+
+      featdel curriculum stats --run runs/a
+
+      featdel curriculum stats --run runs/a --learner policy-v3 --plot passrates.png
+    """
+    from featdel.cli.main import cli_errors
+    from featdel.curriculum import report
+
+    with cli_errors(verbose):
+        report.print_stats(run, _db(run, db), learner=learner, plot=plot, top=top)
+
+
+@curriculum_app.command()
+def sample(
+    n: Annotated[int, typer.Option("-n", min=1, help="How many instance ids to draw.")],
+    run: RunOpt = Path("runs/run"),
+    db: DbOpt = None,
+    learner: LearnerOpt = None,
+    band: Annotated[tuple[float, float], typer.Option("--band", help="Keep tasks whose posterior mean pass "
+                                                      "rate is in [LO, HI].")] = (0.0, 1.0),
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the draw (same seed, same ids).")] = 0,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the ids here (default: stdout).")] = None,
+    verbose: Verbose = False,
+) -> None:
+    """Draw instance ids, one per line, weighted by learnability p(1-p) under each task's posterior;
+    unseen tasks are explored, tasks always or never solved (strong evidence) are retired.
+
+    Examples:
+
+      featdel curriculum sample -n 64 --run runs/a --seed 1 > next.txt
+
+      featdel curriculum sample -n 32 --run runs/a --band 0.2 0.8 --learner policy-v3 -o next.txt
+    """
+    from featdel.cli.main import cli_errors
+    from featdel.curriculum import report
+    from featdel.core.errors import FeatdelError
+
+    with cli_errors(verbose):
+        try:
+            ids = report.sample_ids(run, _db(run, db), n=n, learner=learner, band=band, seed=seed)
+        except ValueError as exc:
+            raise FeatdelError(str(exc)) from None
+        text = "".join(f"{i}\n" for i in ids)
+        if out:
+            out.write_text(text)
+            typer.echo(f"{len(ids)} instance ids in {out}", err=True)
+        else:
+            typer.echo(text, nl=False)

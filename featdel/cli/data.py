@@ -1,0 +1,148 @@
+"""`featdel env build`, `featdel export`, `featdel publish`, `featdel fetch`: the commands that
+take packaged shards elsewhere (another machine's cache or docker, SWE-bench and Harbor
+consumers, the Hub). Each parses options and calls one library function; `register(app)` adds
+them to the main app, and imports happen inside the commands so `featdel --help` stays instant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")]
+RunDirArg = Annotated[Path, typer.Argument(help="A packaged run directory (tasks/ and envs/ shards).")]
+
+env_app = typer.Typer(help="Environments from the shards alone: rebuild them here or as docker images.",
+                      no_args_is_help=True)
+
+
+@env_app.command("build")
+def env_build(
+    run_dir: RunDirArg,
+    backend: Annotated[str, typer.Option("--backend", help="local (this machine's cache) or docker (an image "
+                                         "featdel-env:<env_id>).")] = "local",
+    only: Annotated[str | None, typer.Option("--only", help="Build only this env_id.")] = None,
+    verbose: Verbose = False,
+) -> None:
+    """Rebuild every environment of a run from its env rows (snapshot + lock).
+
+    local: into the featdel cache (FEATDEL_CACHE), where `featdel evaluate` finds it. docker:
+    an image with the venv at /opt/featdel/venv and an empty /testbed, named from the env_id
+    (what the SWE-bench and Harbor exports name). Wheels are fetched on the host.
+
+    Examples:
+
+      featdel env build runs/a
+
+      featdel env build runs/a --backend docker --only inflection-0.5.1-3f2a9c0d1e2b4a5c
+    """
+    from featdel.cli.main import cli_errors
+    from featdel.env.envbuild import build_all
+    from featdel.core.progress import StepProgress
+    from featdel.core.rundir import RunDir
+
+    with cli_errors(verbose):
+        from featdel.env.envbuild import read_rows
+
+        ids = [r.env_id for r in read_rows(run_dir, only)]
+        with StepProgress(f"building ({backend})", ids) as progress:
+            built = build_all(run_dir, backend=backend, only=only, on_step=progress.step)
+        for b in built:
+            line = f"{b.status:8} {b.env_id}  {b.where or b.reason}"
+            typer.secho(line, fg="red" if b.status == "failed" else None)
+        if any(b.status == "failed" for b in built):
+            raise typer.Exit(1)
+        typer.echo(f"{len(built)} environments ready for `featdel evaluate --tasks {RunDir(run_dir).root}"
+                   + (" --sandbox docker`" if backend == "docker" else "`"))
+
+
+def export(
+    run_dir: RunDirArg,
+    fmt: Annotated[str, typer.Option("--format", help="swebench (JSON Lines) or harbor (task folders).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="FILE.jsonl for swebench, a folder for harbor.")],
+    verbose: Verbose = False,
+) -> None:
+    """Export the tasks for other harnesses: SWE-bench rows or Harbor task folders.
+
+    swebench: one JSON row per task with image_name (featdel-env:<env_id>) and an eval_script
+    that exits 0 only when resolved, run in that image with the patched tree at /testbed.
+    harbor: OUT/<instance_id>/ with instruction.md, task.toml, environment/Dockerfile (FROM the
+    per-repo image), tests/test.sh (writes /logs/verifier/reward.txt) and solution/solve.sh.
+    Build the images first with `featdel env build RUN_DIR --backend docker`.
+
+    Examples:
+
+      featdel export runs/a --format swebench --out runs/a/swebench.jsonl
+
+      featdel export runs/a --format harbor --out runs/a/harbor
+    """
+    from featdel.cli.main import cli_errors
+    from featdel.core.errors import FeatdelError
+
+    with cli_errors(verbose):
+        if fmt == "swebench":
+            from featdel.interop.swebench import export as write
+        elif fmt == "harbor":
+            from featdel.interop.harbor import export as write
+        else:
+            raise FeatdelError(f"--format {fmt!r}: choose swebench or harbor")
+        n = write(run_dir, out)
+        typer.echo(f"{n} tasks exported to {out} ({fmt})")
+
+
+def publish(
+    run_dir: RunDirArg,
+    repo_id: Annotated[str, typer.Option("--repo-id", help="The dataset on the Hub, ORG/NAME.")],
+    private: Annotated[bool, typer.Option("--private", help="Create the dataset private.")] = False,
+    dry_run: Annotated[Path | None, typer.Option("--dry-run", help="Write the Hub folder here; upload nothing.")]
+    = None,
+    verbose: Verbose = False,
+) -> None:
+    """Publish a packaged run as a Hugging Face dataset (`tasks` and `envs` configs, a card).
+
+    Uploads with huggingface_hub using the token in HF_TOKEN. --dry-run DIR writes the same
+    folder (README.md, tasks/*.parquet, envs/*.parquet) and uploads nothing.
+
+    Examples:
+
+      featdel publish runs/a --repo-id my-org/featdel-tasks --dry-run /tmp/hub
+
+      HF_TOKEN=hf_... featdel publish runs/a --repo-id my-org/featdel-tasks --private
+    """
+    from featdel.cli.main import cli_errors
+    from featdel.interop.hub import publish as upload
+
+    with cli_errors(verbose):
+        folder = upload(run_dir, repo_id, private=private, dry_run=dry_run)
+        typer.echo(f"wrote {folder} (nothing uploaded)" if dry_run else f"published {repo_id}")
+
+
+def fetch(
+    repo_id: Annotated[str, typer.Argument(help="ORG/NAME on the Hub, or a local folder in the Hub's layout.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The run directory to write (tasks/, envs/).")],
+    verbose: Verbose = False,
+) -> None:
+    """Download a published featdel dataset into a run directory.
+
+    The result is what `featdel evaluate`, `materialize`, `show` and `env build` take.
+
+    Examples:
+
+      featdel fetch my-org/featdel-tasks --out runs/hub
+
+      featdel fetch /tmp/hub --out runs/hub-copy
+    """
+    from featdel.cli.main import cli_errors
+    from featdel.interop.hub import fetch as download
+
+    with cli_errors(verbose):
+        tasks, envs = download(repo_id, out)
+        typer.echo(f"{tasks} tasks and {envs} environments in {out}; next: `featdel env build {out}`")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(env_app, name="env")
+    for command in (export, publish, fetch):
+        app.command()(command)

@@ -1,0 +1,532 @@
+"""The `featdel` command line. Each command parses options and calls one library function;
+heavy imports live inside the commands so `featdel --help` stays instant."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="featdel",
+    help="Turn well-tested repositories into verified coding tasks by feature deletion.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+Out = Annotated[Path, typer.Option("--out", "-o", help="Run directory (created; reused to resume).")]
+Corpus = Annotated[Path | None, typer.Option("--corpus", help="TOML manifest of sources (corpora/*.toml).")]
+Jobs = Annotated[int, typer.Option("--workers", "-j", min=1, help="Repositories processed in parallel.")]
+Sandbox = Annotated[str, typer.Option("--sandbox", help="Sandbox backend: local (bubblewrap) or docker.")]
+Unsafe = Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run untrusted code without isolation.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")]
+ExecutorOpt = Annotated[str, typer.Option("--executor", help="Where mining and verification run: local "
+                                          "(threads, -j) or ray (a Ray cluster; pip install 'featdel\\[ray]').")]
+Address = Annotated[str | None, typer.Option("--address", help="Ray cluster to join with --executor ray, e.g. "
+                                             "auto or HEAD:6379 (default: $RAY_ADDRESS, else a local one of -j CPUs).")]
+ThresholdOpt = Annotated[list[str] | None, typer.Option(
+    "--threshold", help="Override a mining threshold, e.g. min_passing=5 (repeatable; see `featdel mine --help`).")]
+
+
+def executor_from(name: str, address: str | None, workers: int):
+    from featdel.pipeline.executor import get_executor
+
+    return get_executor(name, address=address, jobs=workers)
+
+
+def thresholds_from(items: list[str] | None):
+    """Parse KEY=VALUE overrides of `featdel.pipeline.mine.Thresholds`; unknown keys are one-line errors."""
+    from dataclasses import fields, replace
+
+    from featdel.core.errors import FeatdelError
+    from featdel.pipeline.mine import Thresholds
+
+    known = {f.name: f.type for f in fields(Thresholds)}
+    result = Thresholds()
+    for item in items or []:
+        key, _, value = item.partition("=")
+        if key not in known or not value:
+            raise FeatdelError(f"--threshold {item!r}: use KEY=VALUE with KEY one of {', '.join(known)}")
+        try:
+            number = int(value) if known[key] in ("int", int) else float(value)
+        except ValueError:
+            raise FeatdelError(f"--threshold {item!r}: {value!r} is not a number") from None
+        result = replace(result, **{key: number})
+    return result
+
+
+@contextlib.contextmanager
+def cli_errors(verbose: bool):
+    """Library errors become one line on stderr and exit code 2; tracebacks only with -v."""
+    from featdel.core.errors import FeatdelError
+
+    try:
+        yield
+    except FeatdelError as exc:
+        if verbose:
+            raise
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.callback()
+def main() -> None:
+    """featdel: mine repositories, delete tested features, verify and package the tasks."""
+
+
+@app.command()
+def version() -> None:
+    """Print featdel's version.
+
+    Example: featdel version
+    """
+    from featdel import __version__
+
+    typer.echo(__version__)
+
+
+def entries_from(sources: list[str], corpus: Path | None):
+    from featdel.env.corpus import CorpusEntry, load
+    from featdel.core.errors import CorpusError
+    from featdel.env.recipe import Overrides
+
+    entries = [CorpusEntry(source=s, overrides=Overrides()) for s in sources]
+    if corpus is not None:
+        entries += load(corpus)
+    if not entries:
+        raise CorpusError("nothing to do: give SOURCE arguments or --corpus FILE")
+    return entries
+
+
+@app.command()
+def mine(
+    sources: Annotated[list[str] | None, typer.Argument(help="Local git repo, git URL[@rev] or pypi:NAME==VER.")] = None,
+    out: Out = Path("runs/mine"),
+    corpus: Corpus = None,
+    workers: Jobs = 1,
+    sandbox: Sandbox = "local",
+    unsafe_no_sandbox: Unsafe = False,
+    threshold: ThresholdOpt = None,
+    executor: ExecutorOpt = "local",
+    address: Address = None,
+    verbose: Verbose = False,
+) -> None:
+    """Pin repositories, build their environments, run the baseline and map coverage.
+
+    Writes OUT/repos.jsonl (one record per repository) and OUT/repos/NAME/{baseline,coverage}.json.
+    Running it again on the same --out resumes: finished repositories are not redone.
+    Thresholds (--threshold KEY=VALUE): min_passing=10, max_failure_rate=0.2,
+    max_suite_seconds=600, min_coverage=30 (percent), baseline_runs=3.
+
+    Examples:
+
+      featdel mine pypi:cachetools==5.5.0 --out runs/a
+
+      featdel mine --corpus corpora/default.toml --out runs/a -j 2
+
+      featdel mine ./my-repo https://github.com/pallets/itsdangerous.git@2.2.0 --out runs/b
+
+      featdel mine --corpus corpora/pypi.toml --out runs/c --executor ray --address auto
+    """
+    from featdel.sandboxes import get_backend
+
+    with cli_errors(verbose):
+        backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
+        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers,
+                    executor_from(executor, address, workers))
+
+
+Strategies = Annotated[list[str] | None, typer.Option("--strategy", "-s", help="Deletion strategy (repeatable); default: all.")]
+MaxCandidates = Annotated[int, typer.Option("--max-candidates", min=1, help="Deletions to make per repository.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed for choosing candidates, strategies and P2P samples.")]
+FullSuite = Annotated[bool, typer.Option("--full-suite", help="Run every test per candidate, not the coverage selection.")]
+StripDocs = Annotated[bool, typer.Option("--strip-docstrings", help="Delete docstrings too (a harder task).")]
+AgentUrl = Annotated[str | None, typer.Option("--agent-url", help="OpenAI-compatible server for --strategy agent "
+                                              "(e.g. http://127.0.0.1:8000/v1); key from $FEATDEL_API_KEY.")]
+AgentModel = Annotated[str | None, typer.Option("--agent-model", help="Model name the server serves (--strategy agent).")]
+AgentTurns = Annotated[int, typer.Option("--agent-turns", min=1, help="Model replies per candidate (--strategy agent).")]
+
+
+def _agent_options(url: str | None, model: str | None, turns: int, strategies) -> dict | None:
+    """The registry options of the `agent` strategy, or None when it is not asked for."""
+    from featdel.core.errors import FeatdelError
+
+    if url is None and model is None:
+        if strategies and "agent" in strategies:
+            raise FeatdelError("--strategy agent needs --agent-url URL and --agent-model NAME")
+        return None
+    if not (url and model):
+        raise FeatdelError("give both --agent-url URL and --agent-model NAME")
+    from featdel.core.llm import ChatClient
+
+    ChatClient(url, model)  # a bad URL fails here, before any work
+    return {"agent": {"base_url": url, "model": model, "max_turns": turns}}
+
+
+def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, backend,
+            options: dict | None = None) -> int:
+    from featdel.pipeline.delete import delete_all
+    from featdel.deletion import STRATEGIES, strategy
+    from featdel.pipeline.verify import RepoContext, make_check
+
+    names = strategies or [n for n in STRATEGIES if n != "agent" or options]  # agent: only when configured
+    for name in names:
+        strategy(name)  # unknown names fail here, before any work
+    from featdel.core.progress import StepProgress
+    from featdel.core.rundir import RunDir
+
+    def check_for(record):
+        ctx = RepoContext.load(out, record)
+        if not options:
+            return make_check(ctx, backend)
+        from featdel.deletion.tested import with_tests
+
+        return with_tests(  # the agent's `check` tool also runs the covering tests
+            make_check(ctx, backend), ctx, backend)
+
+    with StepProgress("deleting", [r.name for r in RunDir(out).mined()]) as progress:
+        deletions = delete_all(
+            out, strategies=names, max_candidates=max_candidates, seed=seed, keep_docstrings=not strip,
+            check_for=check_for, on_step=progress.step, strategy_options=options,
+        )
+    return len(deletions)
+
+
+@app.command()
+def delete(
+    out: Annotated[Path, typer.Argument(help="A run directory that `featdel mine` filled.")],
+    strategy: Strategies = None,
+    max_candidates: MaxCandidates = 10,
+    seed: Seed = 0,
+    strip_docstrings: StripDocs = False,
+    agent_url: AgentUrl = None,
+    agent_model: AgentModel = None,
+    agent_turns: AgentTurns = 30,
+    sandbox: Sandbox = "local",
+    unsafe_no_sandbox: Unsafe = False,
+    verbose: Verbose = False,
+) -> None:
+    """Delete tested features from every mined repository (writes OUT/deletions.jsonl).
+
+    Each edit must leave the repository importable and its tests collectable (checked in the
+    sandbox after every step; failed steps are rolled back).
+
+    Examples:
+
+      featdel delete runs/a
+
+      featdel delete runs/a -s body -s feature --max-candidates 20 --seed 1
+
+      featdel delete runs/a -s agent --agent-url http://127.0.0.1:8000/v1 --agent-model NAME --agent-turns 20
+    """
+    from featdel.core.rundir import RunDir
+    from featdel.sandboxes import get_backend
+
+    with cli_errors(verbose):
+        rd = RunDir(out)
+        rd.need(rd.repos_jsonl, "run `featdel mine ... --out DIR` first")
+        options = _agent_options(agent_url, agent_model, agent_turns, strategy)
+        n = _delete(out, strategy, max_candidates, seed, strip_docstrings, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox),
+                    options)
+        typer.echo(f"{n} deletions in {rd.deletions_jsonl}")
+
+
+@app.command()
+def verify(
+    out: Annotated[Path, typer.Argument(help="A run directory with deletions.")],
+    full_suite: FullSuite = False,
+    reruns: Annotated[int, typer.Option("--reruns", min=1, help="Runs whose outcomes must agree.")] = 3,
+    seed: Seed = 0,
+    workers: Jobs = 1,
+    sandbox: Sandbox = "local",
+    unsafe_no_sandbox: Unsafe = False,
+    executor: ExecutorOpt = "local",
+    address: Address = None,
+    verbose: Verbose = False,
+) -> None:
+    """Verify every deletion (writes OUT/verdicts.jsonl); resumable.
+
+    Examples:
+
+      featdel verify runs/a
+
+      featdel verify runs/a --full-suite --reruns 5 -j 2
+
+      featdel verify runs/a --executor ray --address auto --sandbox docker
+    """
+    from featdel.core.progress import StepProgress, verdict_summary
+    from featdel.core.rundir import RunDir
+    from featdel.sandboxes import get_backend
+    from featdel.pipeline.verify import VerifyOptions, verify_all
+
+    with cli_errors(verbose):
+        rd = RunDir(out)
+        rd.need(rd.deletions_jsonl, "run `featdel delete DIR` first")
+        backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
+        ids = [d.deletion_id for d in rd.deletions()]
+        opts = VerifyOptions(reruns=reruns, full_suite=full_suite, seed=seed)
+        where = executor_from(executor, address, workers)
+        with StepProgress("verifying", ids) as progress:
+            verdicts = verify_all(out, backend, opts, on_step=progress.step, executor=where)
+        deleted = json.loads(rd.options_json.read_text()).get("deleted", {}) if rd.options_json.exists() else {}
+        if "combine" in deleted.get("strategies", []):  # joins verified deletions: a second verify pass
+            from featdel.pipeline.delete import combine_all
+
+            added = combine_all(out, seed=seed)
+            with StepProgress("verifying combined", [d.deletion_id for d in added]) as progress:
+                verdicts = verify_all(out, backend, opts, on_step=progress.step, executor=where)
+        verdict_summary(verdicts)
+
+
+HideTests = Annotated[bool, typer.Option(
+    "--hide-tests", help="Leave the F2P test files out of the start state; test_patch restores them.")]
+
+
+@app.command()
+def package(
+    out: Annotated[Path, typer.Argument(help="A verified run directory.")],
+    hide_tests: HideTests = False,
+    verbose: Verbose = False,
+) -> None:
+    """Write verified tasks to OUT/tasks/*.parquet and environments to OUT/envs/*.parquet.
+
+    Examples:
+
+      featdel package runs/a
+
+      featdel package runs/a --hide-tests
+
+      duckdb -c "select instance_id, len(FAIL_TO_PASS) from read_parquet('runs/a/tasks/*.parquet')"
+    """
+    from featdel.pipeline.package import package as write
+    from featdel.core.rundir import RunDir
+
+    with cli_errors(verbose):
+        rd = RunDir(out)
+        rd.need(rd.verdicts_jsonl, "run `featdel verify DIR` first")
+        tasks, envs = write(out, hide_tests=hide_tests)
+        typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
+
+
+@app.command()
+def run(
+    sources: Annotated[list[str] | None, typer.Argument(help="Local git repo, git URL[@rev] or pypi:NAME==VER.")] = None,
+    out: Out = Path("runs/run"),
+    corpus: Corpus = None,
+    strategy: Strategies = None,
+    max_candidates: MaxCandidates = 10,
+    max_tasks: Annotated[int | None, typer.Option("--max-tasks", min=1, help="Stop packaging after this many tasks.")] = None,
+    seed: Seed = 0,
+    full_suite: FullSuite = False,
+    workers: Jobs = 1,
+    sandbox: Sandbox = "local",
+    unsafe_no_sandbox: Unsafe = False,
+    threshold: ThresholdOpt = None,
+    hide_tests: HideTests = False,
+    strip_docstrings: StripDocs = False,
+    agent_url: AgentUrl = None,
+    agent_model: AgentModel = None,
+    agent_turns: AgentTurns = 30,
+    target_pass_rate: Annotated[float | None, typer.Option(
+        "--target-pass-rate", min=0.01, max=0.99, help="Per candidate, choose the knobs (strategy, docstrings, "
+        "tests hidden) whose predicted pass rate for --learner is nearest this (featdel.curriculum).")] = None,
+    learner: Annotated[str | None, typer.Option("--learner", help="Whose recorded attempts fit the difficulty "
+                                                "model (with --target-pass-rate).")] = None,
+    history: Annotated[list[Path] | None, typer.Option("--history", help="Run directory whose tasks and "
+                       "curriculum.duckdb hold the learner's attempts (repeatable; default: --out).")] = None,
+    executor: ExecutorOpt = "local",
+    address: Address = None,
+    verbose: Verbose = False,
+) -> None:
+    """Mine, delete, verify and package in one go; resumable on the same --out.
+
+    With --target-pass-rate the knobs are chosen per candidate by the learner's difficulty model
+    and recorded with the predicted pass rate in each task's `steering` column.
+
+    Examples:
+
+      featdel run pypi:inflection==0.5.1 --out runs/a
+
+      featdel run --corpus corpora/default.toml --out runs/demo -j 2 --max-candidates 5
+
+      featdel run pypi:inflection==0.5.1 --out runs/b --target-pass-rate 0.3 --learner policy-v3 --history runs/a
+
+      featdel run pypi:inflection==0.5.1 --out runs/c --strategy agent --agent-url http://127.0.0.1:8000/v1 --agent-model NAME
+
+      featdel run --corpus corpora/pypi.toml --out runs/d --executor ray --address auto --sandbox docker
+    """
+    from featdel.core.errors import FeatdelError
+    from featdel.pipeline.package import package as write
+    from featdel.core.progress import StepProgress, verdict_summary
+    from featdel.core.rundir import RunDir
+    from featdel.sandboxes import get_backend
+    from featdel.pipeline.verify import VerifyOptions, verify_all
+
+    with cli_errors(verbose):
+        options = _agent_options(agent_url, agent_model, agent_turns, strategy)
+        if options is not None and target_pass_rate is not None:
+            raise FeatdelError("--target-pass-rate steers the rule strategies only: run the agent strategy without it "
+                               "(drop --target-pass-rate, or the --agent-* options)")
+        backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
+        where = executor_from(executor, address, workers)
+        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers, where)
+        per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
+        if target_pass_rate is None:
+            _delete(out, strategy, per_repo, seed, strip_docstrings, backend, options)
+        else:
+            from featdel.curriculum import generate
+
+            fitted = generate.steered_delete(out, learner=learner, target=target_pass_rate, history=history or [out],
+                                             strategies=strategy, max_candidates=per_repo, seed=seed, backend=backend)
+        rd = RunDir(out)
+        ids = [d.deletion_id for d in rd.deletions()]
+        with StepProgress("verifying", ids) as progress:
+            verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), executor=where,
+                                  on_step=progress.step)
+        if strategy is None or "combine" in strategy:  # joins verified deletions: a second verify pass
+            from featdel.pipeline.delete import combine_all
+
+            added = combine_all(out, seed=seed)
+            with StepProgress("verifying combined", [d.deletion_id for d in added]) as progress:
+                verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), executor=where,
+                                      on_step=progress.step)
+        knobs = None
+        if target_pass_rate is not None:
+            generate.annotate_combined(out, fitted, target=target_pass_rate, learner=learner)
+            knobs = generate.read_steering(out)
+        tasks, envs = write(out, max_tasks=max_tasks, hide_tests=hide_tests, steering=knobs)
+        verdict_summary(verdicts)
+        typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
+
+
+@app.command()
+def show(
+    out: Annotated[Path, typer.Argument(help="A packaged run directory.")],
+    instance_id: Annotated[str | None, typer.Argument(help="A task id; omit to list the tasks.")] = None,
+    verbose: Verbose = False,
+) -> None:
+    """List the packaged tasks, or print one readably (statement, F2P tests, diff).
+
+    Examples:
+
+      featdel show runs/a
+
+      featdel show runs/a inflection-0.5.1__body__1a2b3c4d
+    """
+    from featdel.core.progress import show_task, task_list
+    from featdel.core.rundir import RunDir
+
+    with cli_errors(verbose):
+        RunDir(out).need(RunDir(out).tasks_dir, "run `featdel package DIR` first")
+        show_task(out, instance_id) if instance_id else task_list(out)
+
+
+@app.command()
+def materialize(
+    out: Annotated[Path, typer.Argument(help="A packaged run directory.")],
+    instance_id: Annotated[str, typer.Argument(help="The task to materialise.")],
+    dest: Annotated[Path, typer.Argument(help="Where to write the start state (must not exist).")],
+    verbose: Verbose = False,
+) -> None:
+    """Write a task's start state exactly as a learner gets it, and say how to enter its env.
+
+    Example:
+
+      featdel materialize runs/a inflection-0.5.1__body__1a2b3c4d /tmp/task
+    """
+    from featdel.interop.materialize import materialize as write
+
+    with cli_errors(verbose):
+        hint = write(out, instance_id, dest)
+        typer.echo(hint)
+
+
+@app.command()
+def evaluate(
+    tasks: Annotated[Path, typer.Option("--tasks", help="A packaged run directory (tasks/ and envs/ shards).")],
+    predictions: Annotated[Path, typer.Option("--predictions", help="SWE-bench predictions: JSON Lines with "
+                                              "instance_id, model_patch, model_name_or_path.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Results (JSON Lines); appended, so a rerun resumes.")]
+    = Path("results.jsonl"),
+    workers: Annotated[int, typer.Option("--workers", "-j", min=1, help="Predictions graded in parallel.")] = 1,
+    sandbox: Sandbox = "local",
+    timeout: Annotated[float | None, typer.Option("--timeout", min=1, help="Seconds per test run (default: the task's).")] = None,
+    allow_suspect: Annotated[bool, typer.Option("--allow-suspect", help="Grade patches the tamper scan flags "
+                                                "instead of scoring them 0.")] = False,
+    verbose: Verbose = False,
+) -> None:
+    """Grade a model's patches on packaged tasks, safely (docs/grading.md).
+
+    Each patch's edits to non-test source files are applied to a pristine start state, the
+    FAIL_TO_PASS tests and the whole passing baseline run in the sandbox, and each prediction
+    gets a status (resolved, unresolved, patch_failed, suspect, broken) and a reward in
+    OUT, with a folder per prediction in OUT_logs/ (patch, test output, report, result).
+
+    Examples:
+
+      featdel evaluate --tasks runs/a --predictions preds.jsonl --out results.jsonl
+
+      featdel evaluate --tasks runs/a --predictions preds.jsonl -j 2 --sandbox docker
+    """
+    from featdel.grading.evaluate import evaluate as grade_all
+    from featdel.grading.evaluate import read_predictions
+    from featdel.core.progress import StepProgress, grade_summary
+    from featdel.core.rundir import RunDir
+    from featdel.sandboxes import get_backend
+
+    with cli_errors(verbose):
+        RunDir(tasks).need(RunDir(tasks).tasks_dir, "run `featdel package DIR` first")
+        backend = get_backend(sandbox)
+        ids = [p.instance_id for p in read_predictions(predictions)]
+        with StepProgress("grading", ids) as progress:
+            results = grade_all(tasks, predictions, out, backend, jobs=workers, allow_suspect=allow_suspect,
+                                timeout_s=timeout, on_step=progress.step)
+        grade_summary(results)
+        typer.echo(f"{len(results)} results in {out}")
+
+
+def _mine_stage(entries, out: Path, backend, limits, workers: int, executor=None) -> None:
+    """Mine with a progress bar, print the table, exit 1 when nothing usable was mined."""
+    from featdel.pipeline.mine import mine as run_mine
+    from featdel.core.progress import StepProgress, repo_table
+    from featdel.core.records import RepoStatus
+
+    with StepProgress("mining", [e.source for e in entries]) as progress:
+        records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step,
+                           executor=executor)
+    repo_table(records)
+    if not any(r.status == RepoStatus.MINED for r in records):
+        typer.secho("nothing usable was mined", fg="red", err=True)
+        raise typer.Exit(1)
+
+
+def _register_subcommands() -> None:
+    with contextlib.suppress(ImportError):
+        from featdel.cli.sandbox import sandbox_app
+
+        app.add_typer(sandbox_app, name="sandbox")
+    from featdel.cli.curriculum import curriculum_app
+
+    app.add_typer(curriculum_app, name="curriculum")
+    from featdel.cli.data import register  # env build, export, publish, fetch
+
+    register(app)
+    from featdel.cli.solve import register as register_solve  # solve, monitor
+
+    register_solve(app)
+    from featdel.cli.train import register as register_train
+
+    register_train(app)
+
+
+_register_subcommands()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())

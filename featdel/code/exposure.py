@@ -1,0 +1,146 @@
+"""What a sandbox shows beside the task, indexed once, and searched for copies of deleted code.
+
+In: the roots a sandbox shows (`featdel.sandboxes.base.Visible`: the system directories, the
+interpreter, the virtualenv, the report plugin), a repository's package names, and a deletion's
+needles (featdel.code.leaks). Out: the first place a copy is found, or None.
+
+Two searches, because a learner recovers deleted code in two ways:
+- by name: any other copy of the repository's package (a `pkg/__init__.py` or `pkg.py` outside
+  the tree under test, also inside wheels and zips) is a leak whatever its lines look like, since
+  a vendored or reformatted copy still holds the answer;
+- by line: a distinctive deleted line in any text file there.
+These roots are the same for every candidate of a repository (and mostly of a machine), so each
+is walked once per process into an index of names and line hashes; a candidate's audit is then
+a few lookups. The work tree and writable dirs are not indexed: the start state changes per
+candidate and is audited whole by `leaks.audit`. A copy kept only as bytecode or inside a
+compiled library is not found (see docs/grading.md).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from featdel.code.leaks import MIN_NEEDLE
+
+MAX_TEXT_BYTES = 4 << 20  # larger files are data, not source
+MIN_LINE_HITS = 2  # distinct deleted lines one file outside the tree must hold to be a copy
+_ARCHIVES = (".whl", ".zip", ".egg", ".pyz")
+
+
+@dataclass
+class RootIndex:
+    """Module names defined under a root and where, and which files hold each long line."""
+
+    # import name -> first path defining it: packages (a dir with __init__.py) anywhere, and
+    # single-file modules outside any package (`urllib/parse.py` is not a copy of `parse`)
+    modules: dict[str, str] = field(default_factory=dict)
+    lines: dict[int, list[int]] = field(default_factory=dict)  # hash(line) -> file ids (capped)
+    files: list[str] = field(default_factory=list)
+
+
+_cache: dict[tuple[str, tuple[str, ...]], RootIndex] = {}
+_lock = threading.Lock()
+
+
+def index(host: Path, hidden: tuple[Path, ...] = ()) -> RootIndex:
+    """The index of one root (cached for the process; roots outside the tree do not change)."""
+    key = (str(host), tuple(sorted(map(str, hidden))))
+    with _lock:
+        if key not in _cache:
+            _cache[key] = _build(Path(host), {str(h) for h in hidden})
+        return _cache[key]
+
+
+def forget() -> None:
+    """Drop every index (a root changed: tests that plant copies call this)."""
+    with _lock:
+        _cache.clear()
+
+
+def _build(host: Path, hidden: set[str]) -> RootIndex:
+    idx = RootIndex()
+    if host.is_file():
+        walk = [(str(host.parent), [], [host.name])]
+    else:
+        walk = os.walk(host)  # never follows links: a link's target is shown only if it is a root
+    for dirpath, dirs, files in walk:
+        dirs[:] = [d for d in dirs if os.path.join(dirpath, d) not in hidden]
+        in_package = "__init__.py" in files
+        if in_package:
+            idx.modules.setdefault(os.path.basename(dirpath), dirpath)
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                continue
+            if name.endswith(".py") and not in_package:
+                idx.modules.setdefault(name[:-3], path)
+            if name.endswith(_ARCHIVES):
+                _index_archive(idx, path)
+            _index_lines(idx, path)
+    return idx
+
+
+def _index_archive(idx: RootIndex, path: str) -> None:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+            packages = {m.rsplit("/", 1)[0] for m in names if m.endswith("/__init__.py")}
+            for member in names:
+                parent, _, leaf = member.rpartition("/")
+                if leaf == "__init__.py" and parent:
+                    idx.modules.setdefault(parent.rsplit("/", 1)[-1], f"{path}!{member}")
+                elif leaf.endswith(".py") and parent not in packages:
+                    idx.modules.setdefault(leaf[:-3], f"{path}!{member}")
+    except (zipfile.BadZipFile, OSError, ValueError):
+        pass
+
+
+def _index_lines(idx: RootIndex, path: str) -> None:
+    try:
+        if os.path.getsize(path) > MAX_TEXT_BYTES:
+            return
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return
+    if b"\0" in data[:8192]:
+        return  # binary: shared libraries, bytecode, images
+    file_id = len(idx.files)
+    idx.files.append(path)
+    for raw in data.splitlines():
+        line = raw.strip()
+        if len(line) >= MIN_NEEDLE:
+            ids = idx.lines.setdefault(hash(line), [])
+            if len(ids) < 8 and (not ids or ids[-1] != file_id):
+                ids.append(file_id)
+
+
+def package_names(package_dirs: list[str]) -> list[str]:
+    """Import names of a repository's packages: "src/pkg" -> "pkg", "mod.py" -> "mod"."""
+    return sorted({d.rstrip("/").rsplit("/", 1)[-1].removesuffix(".py") for d in package_dirs})
+
+
+def audit(roots, needles: list[str], packages: list[str]) -> str | None:
+    """The first copy of the repository's code in `roots` (Visible records other than the work
+    tree and writable dirs): a package of the same name, or a file holding two distinct deleted
+    lines. One line is not enough out here: `return s.lower()` is in the standard library's
+    pathlib, and a copy of a deletion that small is found by the package's name instead."""
+    for root in roots:
+        if root.writable:
+            continue  # the work tree (audited whole per candidate) and fresh report dirs
+        idx = index(root.host, root.hidden)
+        for name in packages:
+            if name in idx.modules:
+                return f"{idx.modules[name]}: another copy of the package `{name}` (shown at {root.inside})"
+        hits: dict[int, set[str]] = {}
+        for needle in needles:
+            for file_id in idx.lines.get(hash(needle.encode()), ()):
+                hits.setdefault(file_id, set()).add(needle)
+        for file_id, found in sorted(hits.items()):
+            if len(found) >= MIN_LINE_HITS:
+                return f"{idx.files[file_id]}: {' | '.join(sorted(found)[:3])}"
+    return None

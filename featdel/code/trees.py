@@ -1,0 +1,203 @@
+"""Trees on disk: the original snapshot, a deletion applied to it, the scrubbed start state,
+and the patches between them.
+
+In: a `snapshot.tar.gz` (the original tree at base_commit, no VCS data) and a deletion's file
+edits. Out: directories and unified diffs that `git apply` accepts. The start state is a fresh
+git repository with exactly one commit (no history, reflog, tags or other branches) and none of
+the caches or build outputs that could carry deleted code. Every git call here goes through
+`featdel.code.hostgit`, so patches apply and diff byte for byte and no `.git` or `.gitattributes` a
+tree holds (a learner's tree can hold anything) is ever read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from featdel.code import hostgit
+from featdel.env.sources import commit_tree, git
+
+JUNK_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", "build",
+             "dist", ".hypothesis", ".eggs", ".pytype", ".pyre", ".git"}
+JUNK_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dylib")
+
+
+def write_snapshot(repo: Path, commit: str, dest: Path) -> None:
+    """The original tree at `commit`, as a tar.gz without VCS data (deterministic bytes)."""
+    dest = dest.resolve()  # git runs in `repo`: a relative path would land there
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    git("archive", "--format=tar.gz", "-o", str(dest), commit, cwd=repo)
+
+
+def extract(snapshot: Path, dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(snapshot) as tf:
+        tf.extractall(dest, filter="data")
+    return dest
+
+
+def apply_edits(tree: Path, files: dict[str, str | None]) -> None:
+    for rel, text in files.items():
+        path = tree / rel
+        if text is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+
+
+def scrub(tree: Path) -> list[str]:
+    """Remove caches, bytecode, build outputs, coverage data and VCS data; return what went."""
+    removed = []
+    for path in sorted(tree.rglob("*"), key=lambda p: len(p.parts)):
+        if not path.exists() and not path.is_symlink():
+            continue
+        name = path.name
+        junk = (
+            (path.is_dir() and (name in JUNK_DIRS or name.endswith(".egg-info")))
+            or name.endswith(JUNK_SUFFIXES)
+            or name.startswith(".coverage")
+        )
+        if junk:
+            removed.append(path.relative_to(tree).as_posix())
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    return removed
+
+
+def start_state(snapshot: Path, deletion_patch: str, dest: Path) -> Path:
+    """What a learner gets: snapshot + `git apply deletion_patch`, scrubbed, committed as the
+    only commit of a fresh repository. Verification tests exactly this tree."""
+    extract(snapshot, dest)
+    if deletion_patch:
+        apply_patch(dest, deletion_patch)
+    scrub(dest)
+    commit_tree(dest, "start")
+    return dest
+
+
+def diff(snapshot: Path, files: dict[str, str | None]) -> tuple[str, str]:
+    """(deletion_patch, patch): original -> start state, and its reverse (the gold fix)."""
+    return diff_states(snapshot, {}, files), diff_states(snapshot, files, {})
+
+
+def diff_states(snapshot: Path, a: dict[str, str | None], b: dict[str, str | None]) -> str:
+    """The unified diff from (snapshot + edits `a`) to (snapshot + edits `b`)."""
+    with tempfile.TemporaryDirectory(prefix="featdel-diff-") as tmp:
+        tree_a = extract(snapshot, Path(tmp) / "a")
+        apply_edits(tree_a, a)
+        tree_b = extract(snapshot, Path(tmp) / "b")
+        apply_edits(tree_b, b)
+        return diff_trees(tree_a, tree_b)
+
+
+def diff_trees(a: Path, b: Path) -> str:
+    """The unified diff from tree `a` to tree `b`, byte for byte: git runs on featdel's own
+    repository and config, never on a `.git` or `.gitattributes` in either tree (featdel.code.hostgit)."""
+    return hostgit.diff_trees(a, b)
+
+
+class PatchError(Exception):
+    """`git apply` refused a patch; the message is git's last line."""
+
+
+def apply_patch(tree: Path, patch: str) -> None:
+    """Apply a unified diff with `git apply` to the files of `tree`, byte for byte: the tree's
+    own `.git` and `.gitattributes`, if any, are never read (featdel.code.hostgit)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
+        fh.write(patch)
+    try:
+        done = hostgit.apply(tree, Path(fh.name), "--whitespace=nowarn")
+    finally:
+        Path(fh.name).unlink()
+    if done.returncode != 0:
+        lines = [ln for ln in done.stderr.splitlines() if ln.strip()] or ["git apply failed"]
+        raise PatchError(lines[-1].replace(fh.name, "<patch>")[:300])
+
+
+def copy_tree(src: Path, dest: Path) -> Path:
+    shutil.copytree(src, dest, symlinks=True)
+    return dest
+
+
+def files(tree: Path) -> dict[str, Path]:
+    """Every file and symlink under `tree` but .git, by POSIX relative path; links not followed."""
+    out = {}
+    for dirpath, dirs, files in os.walk(tree):
+        base = Path(dirpath)
+        if base == tree:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files + [d for d in dirs if (base / d).is_symlink()]:
+            out[(base / name).relative_to(tree).as_posix()] = base / name
+    return out
+
+
+def changed_files(a: Path, b: Path) -> list[str]:
+    """Paths added, removed or changed (content, or file <-> link) from tree `a` to tree `b`."""
+    fa, fb = files(a), files(b)
+    changed = set(fa) ^ set(fb)
+    for rel in set(fa) & set(fb):
+        pa, pb = fa[rel], fb[rel]
+        if pa.is_symlink() or pb.is_symlink():
+            if not (pa.is_symlink() and pb.is_symlink() and os.readlink(pa) == os.readlink(pb)):
+                changed.add(rel)
+        elif pa.read_bytes() != pb.read_bytes():
+            changed.add(rel)
+    return sorted(changed)
+
+
+def digest(tree: Path, rel: str) -> str:
+    """A content hash of one path (a link hashes as its target text; missing is "")."""
+    path = tree / rel
+    if path.is_symlink():
+        return "link:" + os.readlink(path)
+    if not path.is_file():
+        return ""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def tree_digest(tree: Path) -> str:
+    """One hash of every path and its content under `tree` (.git left out)."""
+    h = hashlib.sha256()
+    for rel in sorted(files(tree)):
+        h.update(f"{rel}\0{digest(tree, rel)}\n".encode())
+    return h.hexdigest()
+
+
+def plain_path(tree: Path, rel: str) -> bool:
+    """No component of `rel` under `tree` is a symlink (a missing path is plain)."""
+    path = tree
+    for part in Path(rel).parts:
+        path = path / part
+        if path.is_symlink():
+            return False
+    return True
+
+
+def read_text(tree: Path, rel: str) -> str | None:
+    """The file as text, or None when it is missing, a link or not UTF-8."""
+    path = tree / rel
+    if not path.is_file() or path.is_symlink():
+        return None
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def copy_path(src_tree: Path, dest_tree: Path, rel: str) -> None:
+    """Make `rel` in `dest_tree` what it is in `src_tree` (a regular file, or absent)."""
+    src, dest = src_tree / rel, dest_tree / rel
+    if dest.is_dir() and not dest.is_symlink():
+        shutil.rmtree(dest)
+    else:
+        dest.unlink(missing_ok=True)
+    if src.is_file() and not src.is_symlink():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)

@@ -1,0 +1,186 @@
+"""Records handed between stages (frozen dataclasses), and their JSON Lines form.
+
+mine -> `RepoRecord` (repos.jsonl); delete -> `Candidate` then `Deletion` (deletions.jsonl);
+verify -> `Verdict` (verdicts.jsonl); package -> Parquet rows. Lists stay lists; statuses are
+StrEnums. `to_json`/`from_json` round-trip any of them through one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class RepoStatus(StrEnum):
+    MINED = "mined"  # usable: environment built, baseline and coverage recorded
+    REJECTED = "rejected"  # the repo misses a threshold or its tests do not behave
+    BROKEN = "broken"  # the source, environment or sandbox broke
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Recipe:
+    """How a repo's environment is built and its tests run: recorded on every task."""
+
+    python: str  # "3.11.7"
+    install: list[list[str]]  # argv lists, run in order inside the repo with the venv active
+    test_cmd: list[str]  # argv, e.g. ["python", "-m", "pytest", "-p", "no:cacheprovider"]
+    package_dirs: list[str]  # import roots relative to the repo ("src/pkg" or "pkg")
+    # What the install produced: every distribution in the venv as `NAME==VERSION` (pip freeze
+    # --all, the repo itself left out), sorted. Filled in after the build, so not part of `key()`.
+    lock: list[str] = dataclasses.field(default_factory=list)
+
+    def key(self) -> str:
+        """The cache key of the requested recipe: everything but the `lock` it produced."""
+        import hashlib
+
+        wanted = {k: v for k, v in dataclasses.asdict(self).items() if k != "lock"}
+        blob = json.dumps(wanted, sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RepoRecord:
+    source: str
+    name: str
+    commit: str | None = None
+    recipe: Recipe | None = None
+    env_dir: str | None = None
+    image_name: str | None = None  # docker backend: the per-repo image the tests run in
+    collected: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    flaky: int = 0
+    suite_seconds: float = 0.0
+    coverage: float = 0.0  # percent of package lines executed by the suite
+    # test modules that could not be collected at baseline, "path: error", left out of the suite
+    left_out: list[str] = dataclasses.field(default_factory=list)
+    status: RepoStatus = RepoStatus.BROKEN
+    reason: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Candidate:
+    """A tested symbol that a strategy may delete."""
+
+    repo: str  # RepoRecord.name
+    path: str  # file, relative to the repo root
+    qualname: str
+    kind: str  # "function" | "method" | "class" | "file"
+    lines: int
+    tests: list[str]  # passing, non-flaky test node ids that execute it
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Deletion:
+    """A strategy's edit of the original tree. `files` maps a path to its new text, or to None
+    when the file is removed. `removed` holds the deleted source snippets (for the leak audit)."""
+
+    deletion_id: str
+    repo: str
+    strategy: str
+    target: str  # "path::qualname" of the candidate it started from
+    deleted_symbols: list[str]  # "path::qualname" of every symbol removed or stubbed
+    files: dict[str, str | None]
+    removed: list[str]
+    keep_docstrings: bool = True
+    seed: int = 0
+    # the part of deleted_symbols whose body was stubbed rather than the definition removed
+    stubbed_symbols: list[str] = dataclasses.field(default_factory=list)
+    # "path::qualname" a strategy tried to delete but kept because the check failed
+    rolled_back: list[str] = dataclasses.field(default_factory=list)
+    # "path::name (what)" of wiring removed with the symbols: re-exports, `__all__` entries,
+    # aliases, registrations (not symbols: no definition of the name lives there)
+    wiring: list[str] = dataclasses.field(default_factory=list)
+    # a `combine` deletion: the deletion ids it joins
+    parts: list[str] = dataclasses.field(default_factory=list)
+    # a problem statement the deletion came with (the `agent` strategy's model may write one):
+    # verify leak-audits it and packages it in place of the generated one; "" means generate
+    statement: str = ""
+    # what making it cost a language model (the `agent` strategy): requests, prompt_tokens,
+    # completion_tokens as the server reported them (featdel.core.llm.ChatClient.usage)
+    usage: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def to_json(record: Any) -> str:
+    return json.dumps(dataclasses.asdict(record), sort_keys=True)
+
+
+def from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _coerce(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _coerce(inner[0], value) if len(inner) == 1 else value
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value)
+    if isinstance(tp, type) and issubclass(tp, StrEnum):
+        return tp(value)
+    return value
+
+
+def read_jsonl(path: Path, cls: type[T]) -> list[T]:
+    if not path.exists():
+        return []
+    return [from_dict(cls, json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+def append_jsonl(path: Path, record: Any) -> None:
+    """Append one record and flush, so a crashed run keeps what it finished."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as fh:
+        fh.write(to_json(record) + "\n")
+
+
+class VerdictStatus(StrEnum):
+    VERIFIED = "verified"  # every rule held: a task
+    REJECTED = "rejected"  # the deletion or the tests did not behave (the reason says which rule)
+    BROKEN = "broken"  # the sandbox or the environment broke: says nothing about the deletion
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    deletion_id: str
+    repo: str
+    strategy: str
+    target: str
+    status: VerdictStatus
+    stage: str  # where it ended: delete, build, tests, gold, reruns, leak, noop, done
+    reason: str = ""
+    FAIL_TO_PASS: list[str] = dataclasses.field(default_factory=list)
+    PASS_TO_PASS: list[str] = dataclasses.field(default_factory=list)
+    test_seconds: float = 0.0  # sandbox seconds spent running tests for this candidate
+    image_name: str | None = None
+    # What verification checked, so that packaging ships exactly that (verified verdicts only).
+    deletion_patch: str = ""
+    patch: str = ""
+    problem_statement: str = ""
+    start_sha256: str = ""  # the start state's content (trees.tree_digest)
+    similarity: float = 0.0  # to the nearest code the start state keeps (featdel.deletion.quality)
+    stub_passed: list[str] = dataclasses.field(default_factory=list)  # left F2P: a trivial body passes them
+    timeout_s: float = 0.0  # per test run, for grading
+    traceback: str = ""  # a crash while verifying (stage "crash")
+    verified_at: str = ""  # ISO 8601 UTC, set when verified: the task's `created_at`
+
+    def stamped(self) -> Verdict:
+        """This verdict with `verified_at` set to now."""
+        import datetime as dt
+
+        return dataclasses.replace(self, verified_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))

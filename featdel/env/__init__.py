@@ -1,0 +1,1 @@
+"""Environments and test runs: sources, corpora, recipes and locks, virtualenvs and images, the test runner and its pytest plugin."""

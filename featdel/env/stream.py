@@ -1,0 +1,180 @@
+"""The host's end of a test run's outcome channel: a FIFO in the sealed directory, read while
+the run goes, and the check that turns what came through it into a report or a reason.
+
+In: the sealed directory of one run (see featdel.env.testrun). Out: the spec path to hand to the
+launcher (`FEATDEL_SPEC`), and after the run a `Stream`: the records, the tripwires the test
+process reported, and `problem` when the stream is not one the plugin wrote in full.
+
+Why a FIFO the host reads: a regular file can be truncated and rewritten by code that learns its
+name or finds its descriptor; what went into a pipe the host drains is already out of the
+sandbox. Each record is numbered and signed with a key the launcher read from a spec file it
+unlinked before any tree code ran, so raw writes to the descriptor are forgeries, and a record
+after `end`, a test reported twice or one never collected voids the stream (the plugin never
+writes those). See docs/grading.md for what a program inside the process can still do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import select
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_STREAM_BYTES = 256 << 20
+KINDS = frozenset({"start", "collected", "test", "trip", "end"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stream:
+    start: dict | None = None
+    collected: list[str] = field(default_factory=list)
+    collect_errors: list[dict] = field(default_factory=list)
+    tests: dict[str, dict] = field(default_factory=dict)  # node id -> {"outcome", "duration"}
+    trips: list[str] = field(default_factory=list)  # tampering the run itself saw
+    exitstatus: int | None = None
+    problem: str | None = None  # why the stream is not a complete one from the plugin
+
+
+class Channel:
+    """One run's channel: `spec` is the file the launcher reads; use as a context manager around
+    the run, then `stream()`."""
+
+    def __init__(self, sealed: Path, *, added: dict[str, list[int]] | None = None, config: str | None = None,
+                 watch: list[str] | None = None):
+        self.key = secrets.token_bytes(32)
+        self.fifo = sealed / f"channel-{secrets.token_hex(16)}"
+        self.spec = sealed / f"spec-{secrets.token_hex(16)}.json"
+        os.mkfifo(self.fifo, 0o622)
+        os.chmod(self.fifo, 0o622)  # the sandbox uid writes; nobody but the host reads
+        self._fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
+        spec = {"channel": str(self.fifo), "key": self.key.hex(), "added": added or {}, "config": config,
+                "watch": watch or []}
+        self.spec.write_text(json.dumps(spec))
+        os.chmod(self.spec, 0o644)
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._done = threading.Event()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+
+    def __enter__(self) -> Channel:
+        self._reader.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._reader.join()
+        os.close(self._fd)
+        self.spec.unlink(missing_ok=True)
+        self.fifo.unlink(missing_ok=True)
+
+    def _drain(self) -> None:
+        while True:
+            done = self._done.is_set()  # read once more after the run ended: nothing is left behind
+            ready, _, _ = select.select([self._fd], [], [], 0.05)
+            if ready:
+                try:
+                    chunk = os.read(self._fd, 1 << 16)
+                except BlockingIOError:
+                    chunk = b""
+                if chunk and self._size < MAX_STREAM_BYTES:
+                    self._chunks.append(chunk)
+                    self._size += len(chunk)
+                    continue
+            if done:
+                return
+
+    def stream(self, *, ran: bool = True) -> Stream:
+        return parse(b"".join(self._chunks), self.key, ran=ran)
+
+
+def parse(data: bytes, key: bytes, *, ran: bool = True) -> Stream:
+    """Check and read a stream (see the module docstring); never raises on what the sandbox wrote.
+    `ran`: the run was to run its tests (not `--collect-only`), so each needs an outcome."""
+    mac0 = hmac.new(key, digestmod=hashlib.sha256)
+    got: dict = {"start": None, "collected": [], "collect_errors": [], "tests": {}, "trips": [], "exitstatus": None}
+    problem = None
+    ended = False
+    if len(data) >= MAX_STREAM_BYTES:
+        return Stream(problem=f"the stream is over {MAX_STREAM_BYTES >> 20} MiB")
+    lines = data.split(b"\n")
+    for seq, raw in enumerate(lines[:-1] if data.endswith(b"\n") or not data else lines):
+        record, why = _record(raw, seq, mac0)
+        if why is None and ended:
+            why = "a record after the end of the run"
+        if why is None:
+            why = _take(record, got)
+            ended = ended or record["kind"] == "end"
+        if why is not None:
+            got["trips"].append(f"stream: {why}")
+            problem = problem or why
+            break
+    if problem is None and got["start"] is None:
+        problem = "the run wrote nothing" if not data else "no start record"
+    elif problem is None and not ended:
+        problem = "the run stopped before its end record"
+    elif problem is None and ran and got["exitstatus"] in (0, 1) and len(got["tests"]) != len(got["collected"]):
+        # a run that was not interrupted (exit 2) ran every collected test
+        missing = sorted(set(got["collected"]) - set(got["tests"]))
+        problem = f"{len(missing)} collected tests have no outcome, e.g. {missing[0]}"
+    trips = got.pop("trips")
+    got.pop("known", None)
+    return Stream(**got, trips=trips, problem=problem)
+
+
+def _record(raw: bytes, seq: int, mac0) -> tuple[dict | None, str | None]:
+    parts = raw.split(b" ", 2)
+    if len(parts) != 3 or parts[0] != str(seq).encode():
+        return None, f"record {seq} is not numbered {seq}"
+    mac = mac0.copy()
+    mac.update(str(seq).encode() + b"\n" + parts[2])
+    if not hmac.compare_digest(mac.hexdigest().encode(), parts[1]):
+        return None, f"record {seq} is not signed by the plugin (a forged record)"
+    try:
+        record = json.loads(parts[2])
+    except ValueError:
+        return None, f"record {seq} is not JSON"
+    if not isinstance(record, dict) or record.get("kind") not in KINDS:
+        return None, f"record {seq} has no known kind"
+    return record, None
+
+
+def _take(record: dict, got: dict) -> str | None:
+    """Fold one signed record into `got`; why it is out of place, if it is."""
+    kind = record["kind"]
+    if kind == "start":
+        if got["start"] is not None:
+            return "a second start record"
+        got["start"] = record
+    elif got["start"] is None:
+        return f"a {kind} record before the start record"
+    elif kind == "collected":
+        ids = record.get("ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            return "a malformed collected record"
+        got["collected"], got["known"] = ids, set(ids)
+        got["collect_errors"] = [e for e in record.get("errors") or [] if isinstance(e, dict)]
+    elif kind == "test":
+        node, outcome = record.get("id"), record.get("outcome")
+        if not isinstance(node, str) or not isinstance(outcome, str):
+            return "a malformed test record"
+        if node in got["tests"]:
+            return f"{node} reported twice"
+        if node not in got.get("known", ()):
+            return f"{node} reported but never collected"
+        duration = record.get("duration")
+        got["tests"][node] = {"outcome": outcome, "duration": float(duration) if isinstance(duration, (int, float)) else 0.0}
+    elif kind == "trip":
+        where = f" at {record['where']}" if record.get("where") else ""
+        got["trips"].append(f"{record.get('rule', '?')}: {record.get('event', '')} {record.get('what', '')}".strip()
+                            .replace(":  ", ": ") + where)
+    elif kind == "end":
+        status = record.get("exitstatus")
+        if not isinstance(status, int):
+            return "a malformed end record"
+        got["exitstatus"] = status
+    return None

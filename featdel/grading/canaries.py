@@ -1,0 +1,192 @@
+"""Checks a graded run must get right, planted by the grader where the patch cannot see them.
+
+In: the graded tree (the task's test files already restored) and the FAIL_TO_PASS ids. Out: the
+tree's F2P test files with a few tests appended under names drawn per run, and the `Canary`
+records that say what each must do:
+- `must_fail`: `assert A == B` for two different random numbers: a run where it passes has had
+  its outcomes forged;
+- `must_pass`: `assert A == A`: a run that resolves without it passing reports inconsistently;
+- `twin` of an F2P test: the same test source under another name: it must agree with the
+  original (a forgery that knows the F2P ids does not know the twin's);
+- `fresh` variant of an F2P test: its body with each top-level `assert X == Y` (and
+  `self.assertEqual(X, Y)`) compared against a fresh `object()` instead of the expected value; it
+  must not pass (a result that compares equal to anything passes it);
+- `perturbed` variant: the same with the expected str or int literal changed a little; it must
+  not pass either (a result equal to every string passes it, and `object()` would not catch it).
+A canary that comes back wrong makes the run `suspect` whatever the rest says (featdel.grading.grade).
+Names mirror the test they come from (`test_x` -> `test_x_t<hex>`, `x_test` -> `t<hex>_x_test`)
+so the repository's collection patterns still match.
+"""
+
+from __future__ import annotations
+
+import ast
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Canary:
+    node_id: str
+    kind: str  # must_fail | must_pass | twin | fresh | perturbed
+    original: str = ""  # the F2P test a twin or fresh variant comes from
+
+    def wrong(self, outcomes: dict[str, str], resolved: bool) -> str | None:
+        """Why this canary's outcome is wrong, or None."""
+        got = outcomes.get(self.node_id, "missing")
+        if self.kind in ("must_fail", "fresh", "perturbed") and got == "passed":
+            return f"{self.kind} canary {self.node_id} passed"
+        if self.kind == "must_pass" and resolved and got != "passed":
+            return f"must_pass canary {self.node_id} did not pass ({got})"
+        if self.kind == "twin" and (got == "passed") != (outcomes.get(self.original, "missing") == "passed"):
+            return f"twin {self.node_id} ({got}) disagrees with {self.original} ({outcomes.get(self.original, 'missing')})"
+        return None
+
+
+def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex) -> list[Canary]:
+    """Append the canaries to the files of `fail_to_pass` under `tree`; return them. Tests the
+    grader cannot place (doctests, ids it cannot find in the file) get no twin or variant."""
+    by_file: dict[str, list[str]] = {}
+    for node in fail_to_pass:
+        by_file.setdefault(node.split("::", 1)[0], []).append(node)
+    out: list[Canary] = []
+    first = True
+    for rel, nodes in sorted(by_file.items()):
+        path = tree / rel
+        if not rel.endswith(".py") or not path.is_file() or path.is_symlink():
+            continue
+        source = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            module = ast.parse(source)
+        except SyntaxError:
+            continue
+        lines: list[str] = []
+        for node in nodes:
+            found = _locate(module, node)
+            if found is None:
+                continue
+            owner, fn, params = found
+            for kind, replace in (("twin", None), ("fresh", _object), ("perturbed", _perturb(token(4)))):
+                variant = _variant(fn, _name(fn.name, token(4)), replace)
+                if variant is None:
+                    continue
+                text, vname = variant
+                if owner:
+                    hidden = f"_{_name(fn.name, token(4))}"
+                    lines += [text.replace(f"def {vname}(", f"def {hidden}(", 1),
+                              f"{'.'.join(owner + [vname])} = {hidden}", f"del {hidden}"]
+                else:
+                    lines.append(text)
+                out.append(Canary(node_id=_node(rel, owner, vname, params), kind=kind, original=node))
+            if first:
+                first = False
+                a, b = secrets.randbelow(10**6), 10**6 + secrets.randbelow(10**6)
+                for kind, right in (("must_fail", b), ("must_pass", a)):
+                    name = _name(fn.name, token(4))
+                    lines.append(f"def {name}():\n    assert {a} == {right}")
+                    out.append(Canary(node_id=f"{rel}::{name}", kind=kind))
+        if lines:
+            path.write_text(source.rstrip("\n") + "\n\n\n" + "\n\n\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def _name(original: str, tok: str) -> str:
+    return f"t{tok}_{original}" if original.lower().endswith("test") else f"{original}_t{tok}"
+
+
+def _node(rel: str, owner: list[str], name: str, params: str) -> str:
+    return "::".join([rel, *owner, name]) + params
+
+
+def _locate(module: ast.Module, node: str):
+    """(class path, function node, parameter suffix) of a node id in `module`, or None."""
+    parts = node.split("::")[1:]
+    if not parts:
+        return None
+    last = parts[-1]
+    name, _, rest = last.partition("[")
+    params = f"[{rest}" if rest else ""
+    body, owner = module.body, []
+    for cls in parts[:-1]:
+        match = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+        if match is None:
+            return None
+        body, owner = match.body, owner + [cls]
+    fn = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None)
+    return None if fn is None else (owner, fn, params)
+
+
+def _variant(fn, name: str, replace) -> tuple[str, str] | None:
+    """A variant of `fn` as source in which each top-level `assert X == Y` (and
+    `self.assertEqual(X, Y)`) compares X with `replace(Y)` (the literal side when there is one),
+    or None when no top-level assertion compares with `==` or `replace` has nothing to offer (an
+    assertion inside a branch or loop may never run: the variant would pass honestly). With no
+    `replace`, the twin: the same source under another name, its decorators run again, so
+    parameters built at import (a context manager that can be entered once) are built anew."""
+    new = ast.parse(ast.unparse(fn)).body[0]  # a copy
+    if replace is None:
+        new.name = name
+        return ast.unparse(new), name
+    changed = False
+    for stmt in new.body:
+        if (isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
+                and isinstance(stmt.test.ops[0], ast.Eq)):
+            left, right = stmt.test.left, stmt.test.comparators[0]
+            if _literal(left) and not _literal(right):
+                stmt.test.left = replace(left)
+                changed = changed or stmt.test.left is not None
+                stmt.test.left = stmt.test.left or left
+            else:
+                new_right = replace(right)
+                changed = changed or new_right is not None
+                stmt.test.comparators[0] = new_right or right
+            stmt.msg = None
+        elif (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+              and isinstance(stmt.value.func, ast.Attribute) and stmt.value.func.attr in ("assertEqual", "assertEquals")
+              and len(stmt.value.args) >= 2):
+            new_arg = replace(stmt.value.args[1])
+            changed = changed or new_arg is not None
+            stmt.value.args[1] = new_arg or stmt.value.args[1]
+    if not changed:
+        return None
+    new.name = name
+    return ast.unparse(new), name
+
+
+def _perturb(tok: str):
+    """Replace a str or int literal with one a little different and unmarked (one character
+    changed, at a position and to a character drawn from `tok`): a result that compares equal to
+    every value of its type (`isinstance(other, str)`) passes it, a right one never does, and
+    nothing in the new literal says which character changed."""
+    seed = int(tok, 16)
+
+    def replace(node: ast.expr) -> ast.expr | None:
+        if not _literal(node):
+            return None
+        value = ast.literal_eval(node)
+        if isinstance(value, str):
+            if not value:
+                return ast.Constant(value="abcdefghijklmnopqrstuvwxyz"[seed % 26])
+            at = seed % len(value)
+            old = value[at]
+            pool = ("0123456789" if old.isdigit() else "abcdefghijklmnopqrstuvwxyz" if old.islower()
+                    else "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if old.isupper() else " .,;:-_!?")
+            pool = pool.replace(old, "") or "x"
+            return ast.Constant(value=value[:at] + pool[(seed // 7) % len(pool)] + value[at + 1:])
+        if isinstance(value, int) and not isinstance(value, bool):
+            return ast.Constant(value=value + 1 + seed % 97)
+        return None
+    return replace
+
+
+def _literal(node: ast.AST) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _object(_node: ast.expr | None = None) -> ast.expr:
+    return ast.Call(func=ast.Name(id="object", ctx=ast.Load()), args=[], keywords=[])

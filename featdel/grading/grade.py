@@ -1,0 +1,288 @@
+"""The grader: one task and one patch in, one `GradeResult` out. Used by `featdel evaluate`
+and by verification's gold and no-op rules, so generation and evaluation cannot drift apart.
+
+In: a `GradeTask` (the environment, the original snapshot, the deletion, the test lists) and a
+unified diff. Out: a `GradeResult` with a status, a reward and per-test outcomes; with `out_dir`
+also a folder that explains the verdict (the patch, what was carried, the test output, the
+report). Steps:
+  1. The patch is applied to a scratch copy of the start state (`git apply`); if it does not
+     apply, `patch_failed`.
+  2. Only its edits to non-test source files are carried onto a pristine start state: tests,
+     every `conftest.py`, pytest settings, `sitecustomize`/`usercustomize`, `.pth` files,
+     symlinks and bytecode come from the task. Then the task's `test_patch` is applied.
+  3. The carried lines are scanned for tampering (featdel.grading.tamper): findings make it `suspect`.
+  4. The F2P tests and the whole stable passing baseline (P2P) run in the sandbox; the report
+     is cross-checked against pytest's exit status and the collected ids. A missing, skipped or
+     uncollected test fails.
+`broken` is only what fails without the patch: when a patched run leaves no report, the
+unpatched start state is run too, and only if that also fails is the sandbox to blame.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from featdel.grading import canaries
+from featdel.grading import tamper
+from featdel.code import trees
+from featdel.env.envs import Env
+from featdel.core.errors import SandboxError
+from featdel.code.spans import is_doctest, is_test_path
+
+# Files whose content always comes from the task, whatever the patch does to them.
+# Every file name pytest reads as configuration (pytest 9 adds pytest.toml and .pytest.toml).
+PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml",
+                             "setup.cfg", "tox.ini", "setup.py", ".coveragerc", "sitecustomize.py", "usercustomize.py",
+                             ".gitattributes"})
+# Folders whose files describe installed distributions (entry points name pytest plugins).
+PROTECTED_SUFFIXES = (".dist-info", ".egg-info", ".egg-link")
+MAX_PATCH_BYTES = 8 << 20
+MAX_IDS_ON_COMMAND_LINE = 3000  # beyond this, run the whole suite and read the tests we need
+
+
+class GradeStatus(StrEnum):
+    RESOLVED = "resolved"  # every F2P and P2P test passed: reward 1
+    UNRESOLVED = "unresolved"  # the tests ran and some failed (or the run crashed, hung, lied)
+    PATCH_FAILED = "patch_failed"  # the patch does not apply (or is not a usable prediction)
+    SUSPECT = "suspect"  # the patch's added lines look like tampering with the grader
+    BROKEN = "broken"  # the sandbox or environment broke without the patch's help
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GradeTask:
+    instance_id: str
+    env: Env
+    snapshot: Path  # the original tree, tar.gz
+    deletion_patch: str
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    test_patch: str = ""
+    gold_patch: str = ""  # the lines it adds are never tampering
+    image: str | None = None  # docker backend
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GradeResult:
+    instance_id: str
+    status: GradeStatus
+    reward: float
+    reason: str = ""
+    model_name_or_path: str = ""
+    fail_to_pass: dict[str, str] = field(default_factory=dict)  # test -> outcome
+    pass_to_pass: dict[str, str] = field(default_factory=dict)
+    carried: list[str] = field(default_factory=list)  # paths whose edits were graded
+    ignored: list[str] = field(default_factory=list)  # paths whose edits were not (tests, config)
+    findings: list[str] = field(default_factory=list)  # the tamper scan's
+    seconds: float = 0.0
+
+
+def protected(path: str, test_files: set[str]) -> bool:
+    """Does this path's content come from the task rather than the patch? A path beneath a
+    protected one (`pyproject.toml/keep.py`, `x.dist-info/entry_points.txt`) is protected too."""
+    parts = path.split("/")
+    if is_test_path(path):
+        return True
+    for i in range(1, len(parts) + 1):
+        prefix, name = "/".join(parts[:i]), parts[i - 1]
+        if (prefix in test_files or name in PROTECTED_NAMES or name.endswith(".pth") or name == ".git"
+                or name.endswith(PROTECTED_SUFFIXES)):
+            return True
+    return False
+
+
+def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Path | None = None,
+          allow_suspect: bool = False, runner=None) -> GradeResult:
+    """Grade `patch` against `task` in `backend`'s sandbox (see the module docstring): a fresh one
+    per test run, or `runner`'s warm one (`featdel.env.testrun.warm_runner` for `task.env`)."""
+    if runner is not None and (runner.env.src, runner.image) != (task.env.src, task.image):
+        raise ValueError(f"the runner is for {runner.env.src} ({runner.image}), the task for {task.env.src}")
+    started = time.monotonic()
+    try:
+        patch.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate from JSON: no diff is made of that
+        return GradeResult(instance_id=task.instance_id, status=GradeStatus.PATCH_FAILED, reward=0.0,
+                           model_name_or_path=model, reason=f"the patch is not valid Unicode text: {exc}")
+    with tempfile.TemporaryDirectory(prefix="featdel-grade-") as tmp:
+        try:
+            result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner)
+        except Exception as exc:
+            if not patch.strip():
+                raise  # featdel's own failure on the start state: the caller records it as broken
+            # Whatever follows from carrying and running the patch is the patch's failure when
+            # the start state alone grades without it (`broken` is only what fails without it).
+            _grade(task, "", backend, Path(tmp) / "unpatched", False, runner)
+            result, output = GradeResult(instance_id=task.instance_id, status=GradeStatus.UNRESOLVED, reward=0.0,
+                                         reason=f"grading this patch failed: {type(exc).__name__}: {str(exc)[:200]}"), {}
+    result = dataclasses.replace(result, model_name_or_path=model, seconds=round(time.monotonic() - started, 3))
+    if out_dir is not None:
+        _explain(out_dir, patch, result, output)
+    return result
+
+
+def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
+           runner) -> tuple[GradeResult, dict]:
+    base = dict(instance_id=task.instance_id)
+    if len(patch.encode()) > MAX_PATCH_BYTES:
+        return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
+                           reason=f"the patch is over {MAX_PATCH_BYTES >> 20} MiB"), {}
+    start = trees.start_state(task.snapshot, task.deletion_patch, tmp / "start")
+    learner = trees.copy_tree(start, tmp / "learner")
+    if patch.strip():
+        try:
+            trees.apply_patch(learner, patch)
+        except trees.PatchError as exc:
+            return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
+                               reason=f"the patch does not apply: {exc}"), {}
+    # files that hold tests come from the task; a source module is not one for holding doctests
+    # (the patch must be able to edit it: verify keeps doctests out of FAIL_TO_PASS for that)
+    test_files = {t.split("::", 1)[0] for t in task.fail_to_pass + task.pass_to_pass if not is_doctest(t)}
+    changes = trees.changed_files(start, learner)
+    carried = sorted(p for p in changes if not protected(p, test_files) and trees.plain_path(learner, p)
+                     and trees.plain_path(start, p))
+    ignored = sorted(set(changes) - set(carried))
+    graded = start  # the pristine start state, from here on the tree that is tested
+    texts = {}
+    try:
+        for rel in carried:
+            texts[rel] = tuple((t / rel).read_bytes() if (t / rel).is_file() else None for t in (start, learner))
+            trees.copy_path(learner, graded, rel)
+    except OSError as exc:  # e.g. a file where the start state has a folder: the patch's doing
+        return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
+                           reason=f"the patch's files cannot be laid over the start state: {exc}"), {}
+    if task.test_patch:
+        trees.apply_patch(graded, task.test_patch)
+    trees.scrub(graded)
+    base.update(carried=carried, ignored=ignored)
+    findings = tamper.scan(texts, task.gold_patch)
+    if findings and not allow_suspect:
+        return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings,
+                           reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
+    planted = canaries.plant(graded, task.fail_to_pass)
+    guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files)}
+    added = added_lines(texts, task.gold_patch)
+    try:
+        run = _run(task, graded, backend, runner, [c.node_id for c in planted], added)
+    except SandboxError as exc:
+        run = None
+        why = f"sandbox: {exc}"
+    if run is None:
+        return _without_patch(task, backend, runner, tmp, base, why, {})
+    output = {"run": dataclasses.asdict(run), "canaries": [dataclasses.asdict(c) for c in planted]}
+    f2p = {t: _outcome(run, t) for t in task.fail_to_pass}
+    p2p = {t: _outcome(run, t) for t in task.pass_to_pass}
+    base.update(fail_to_pass=f2p, pass_to_pass=p2p)
+    # Code under test can rewrite a test file before pytest collects it: the tests that ran must
+    # be the task's, so a protected file that changed during the run voids it.
+    touched = [rel for rel, digest in guarded.items() if trees.digest(graded, rel) != digest]
+    why = (f"the test run changed {len(touched)} protected files, e.g. {touched[0]}" if touched
+           else _unresolved_because(task, run, f2p, p2p, expected_exit=1 if planted else 0))
+    # What the run itself saw (tripwires, a forged stream, a wrong canary) voids it whatever the
+    # scan said: --allow-suspect lets findings through, never run-time evidence.
+    outcomes = {t: _outcome(run, t) for t in [c.node_id for c in planted] + task.fail_to_pass}
+    evidence = run.trips + [w for c in planted if (w := c.wrong(outcomes, why is None))]
+    if evidence and not (run.broken and not run.trips):
+        return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings + evidence,
+                           reason=f"the test run was tampered with: {evidence[0]}"), output
+    base.update(findings=findings)
+    if why is None:
+        return GradeResult(**base, status=GradeStatus.RESOLVED, reward=1.0), output
+    if run.broken and not run.timed_out:
+        return _without_patch(task, backend, runner, tmp, base, why, output)
+    return GradeResult(**base, status=GradeStatus.UNRESOLVED, reward=0.0, reason=why), output
+
+
+def _without_patch(task: GradeTask, backend, runner, tmp: Path, base: dict, why: str,
+                   output: dict) -> tuple[GradeResult, dict]:
+    """The patched run broke (no complete report, or the sandbox failed): the patch's fault,
+    `unresolved`, unless the unpatched start state breaks too, which alone is `broken`."""
+    try:
+        clean = trees.start_state(task.snapshot, task.deletion_patch, tmp / "clean")
+        if task.test_patch:
+            trees.apply_patch(clean, task.test_patch)
+        unpatched = _run(task, clean, backend, runner)
+        failed = unpatched.broken
+    except SandboxError as exc:
+        failed = f"sandbox: {exc}"
+    if failed:
+        return GradeResult(**base, status=GradeStatus.BROKEN, reward=0.0, reason=f"without the patch too: {failed}"), output
+    return GradeResult(**base, status=GradeStatus.UNRESOLVED, reward=0.0, reason=why), output
+
+
+def added_lines(texts: dict[str, tuple[bytes | None, bytes | None]], gold_patch: str) -> dict[str, list[int]]:
+    """path -> the line numbers of the lines a patch adds to each carried Python file, less lines
+    the start state or the gold patch holds (the tripwire's attribution, as the scan's)."""
+    gold = {ln[1:].strip() for ln in gold_patch.splitlines() if ln.startswith("+") and not ln.startswith("+++")}
+    out = {}
+    for rel, (old, new) in texts.items():
+        if new is None or not rel.endswith(".py"):
+            continue
+        old_lines = (old or b"").decode("utf-8", "replace").splitlines()
+        new_lines = new.decode("utf-8", "replace").splitlines()
+        known = {ln.strip() for ln in old_lines} | gold
+        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        numbers = [j + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert")
+                   for j in range(j1, j2) if new_lines[j].strip() not in known]
+        if numbers:
+            out[rel] = numbers
+    return out
+
+
+def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), added: dict | None = None):
+    from featdel.env.testrun import RunOptions, run_suite
+
+    wanted = task.fail_to_pass + task.pass_to_pass
+    tests = wanted + list(extra) if len(wanted) <= MAX_IDS_ON_COMMAND_LINE else None
+    watch = sorted({t.split("::", 1)[0] for t in task.fail_to_pass if not is_doctest(t)})
+    options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None, watch=watch)
+    if runner is not None:  # it hands the tree back holding what the run left, as a fresh sandbox would
+        return runner.run_suite(options, tree=tree)
+    return run_suite(task.env, backend, options, tree=tree, image=task.image)
+
+
+def _outcome(run, test: str) -> str:
+    if test not in run.collected:
+        return "missing"
+    return run.outcomes.get(test, "missing")
+
+
+def _unresolved_because(task: GradeTask, run, f2p: dict[str, str], p2p: dict[str, str],
+                        expected_exit: int = 0) -> str | None:
+    """None when the run earns the reward; otherwise the first reason it does not."""
+    if run.timed_out:
+        return f"the tests did not finish within {task.timeout_s:.0f}s"
+    if run.broken:
+        return f"the test run left no usable report: {run.broken}"
+    if run.report_exitstatus != run.exit_code:
+        return f"the report says pytest exited {run.report_exitstatus}, the process exited {run.exit_code}"
+    by_ids = len(f2p) + len(p2p) <= MAX_IDS_ON_COMMAND_LINE
+    for kind, outcomes in (("FAIL_TO_PASS", f2p), ("PASS_TO_PASS", p2p)):
+        bad = [t for t, o in outcomes.items() if o != "passed"]
+        if bad:
+            return f"{len(bad)} of {len(outcomes)} {kind} tests did not pass, e.g. {bad[0]} ({outcomes[bad[0]]})"
+    if by_ids and run.exit_code != expected_exit:  # 1: the canaries that must fail did
+        return f"every test passed but pytest exited {run.exit_code} (expected {expected_exit})"
+    return None
+
+
+def _explain(out_dir: Path, patch: str, result: GradeResult, output: dict) -> None:
+    """The per-instance folder: enough to audit the verdict afterwards."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "model.patch").write_text(patch, errors="backslashreplace")
+    run = output.get("run") or {}
+    (out_dir / "test_output.txt").write_text(run.get("output_tail", ""), errors="backslashreplace")
+    report = {k: run[k] for k in ("outcomes", "collected", "collect_errors", "exit_code", "report_exitstatus",
+                                  "timed_out", "broken", "seconds") if k in run}
+    (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+    tmp = out_dir / "result.json.tmp"
+    tmp.write_text(json.dumps(dataclasses.asdict(result), indent=1, sort_keys=True))
+    os.replace(tmp, out_dir / "result.json")
+

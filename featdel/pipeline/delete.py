@@ -1,0 +1,173 @@
+"""Stage 2, delete: pick tested symbols from the coverage map and apply deletion strategies.
+
+In: a mined run directory. Out: `RUN_DIR/deletions.jsonl` (one `Deletion` per edit that passed
+the strategy's own import-and-collect check) and `rejected` verdicts in `verdicts.jsonl`: stage
+`build` for a deletion the check rolled back (a candidate that failed, counted in the yield), stage
+`delete` for a strategy that declined the target (a refusal: not a candidate, counted apart).
+`max_candidates` counts both kinds of candidate. The choice of candidates and
+strategies is seeded and deterministic. A repo whose deletions are done is marked
+`deleted.done` and skipped on the next run.
+"""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import traceback
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from featdel.code.coverage_map import CoverageMap
+from featdel.core.records import Candidate, Deletion, RepoRecord, Verdict, VerdictStatus
+from featdel.core.rundir import RunDir
+from featdel.code.spans import is_test_path
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Bounds:
+    """Which covered symbols are candidates."""
+
+    min_tests: int = 1
+    max_tests: int = 60
+    min_lines: int = 3
+    max_lines: int = 150
+
+
+def candidates(record: RepoRecord, cmap: CoverageMap, bounds: Bounds = Bounds()) -> list[Candidate]:
+    """Functions, methods and classes run by passing, non-flaky tests; never tests or dunders."""
+    out = []
+    by_file: dict[str, set[str]] = {}
+    for s in cmap.symbols:
+        if not is_test_path(s.path):
+            by_file.setdefault(s.path, set()).update(s.tests)
+        name = s.qualname.rsplit(".", 1)[-1]
+        if is_test_path(s.path) or (name.startswith("__") and name.endswith("__")):
+            continue
+        if not (bounds.min_tests <= len(s.tests) <= bounds.max_tests):
+            continue
+        if not (bounds.min_lines <= s.lines <= bounds.max_lines):
+            continue
+        out.append(Candidate(repo=record.name, path=s.path, qualname=s.qualname, kind=s.kind,
+                             lines=s.lines, tests=s.tests))
+    for path, tests in sorted(by_file.items()):
+        if bounds.min_tests <= len(tests) <= bounds.max_tests * 4:
+            out.append(Candidate(repo=record.name, path=path, qualname="", kind="file", lines=0, tests=sorted(tests)))
+    return out
+
+
+def delete_repo(
+    record: RepoRecord,
+    run_dir: Path,
+    *,
+    strategies: list[str],
+    max_candidates: int,
+    seed: int,
+    keep_docstrings: bool,
+    check_factory: Callable[[Path], Callable],
+    bounds: Bounds = Bounds(),
+    strategy_options: dict[str, dict] | None = None,
+) -> list[Deletion]:
+    """Deletions for one mined repo; `check_factory(original_tree)` gives the strategies' check;
+    `strategy_options` configures the strategies that need it (featdel.deletion.registry)."""
+    from featdel.deletion import NotApplicable, RolledBack, choose, delete
+    from featdel.deletion.base import deletion_id
+    from featdel.code.trees import extract
+
+    rd = RunDir(run_dir)
+    cmap = CoverageMap.load(rd.coverage(record.name))
+    pool = candidates(record, cmap, bounds)
+    rng = random.Random(seed ^ zlib.crc32(record.name.encode()))
+    # Attempts that a strategy refuses are recorded and do not count towards max_candidates.
+    pairs = choose(pool, strategies, rng, max_pairs=max_candidates * 4, options=strategy_options)
+    made: list[Deletion] = []
+    seen: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:
+        original = extract(rd.snapshot(record.name), Path(tmp) / "orig")
+        check = check_factory(original)
+        made_or_rolled = 0
+        for cand, name in pairs:
+            if len(made) + made_or_rolled >= max_candidates:
+                break
+            target = f"{cand.path}::{cand.qualname}"
+            base = dict(deletion_id=deletion_id(record.name, name, target, keep_docstrings), repo=record.name,
+                        strategy=name, target=target)
+            try:
+                deletion = delete(original, cand, name, check=check, keep_docstrings=keep_docstrings, seed=seed,
+                                  options=strategy_options)
+            except RolledBack as exc:  # a deletion was made and the build check refused it: a candidate
+                rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="build", reason=str(exc)))
+                made_or_rolled += 1
+                continue
+            except NotApplicable as exc:  # the strategy refuses: a refusal, not a candidate
+                rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="delete", reason=str(exc)))
+                continue
+            except Exception as exc:  # one candidate's crash is recorded; the batch goes on
+                rd.add_verdict(Verdict(
+                    **base, status=VerdictStatus.BROKEN, stage="delete", traceback=traceback.format_exc(),
+                    reason=f"{type(exc).__name__}: {str(exc)[:200]}"))
+                continue
+            if deletion.deletion_id in seen:
+                continue  # a feature deletion can cover a later candidate exactly
+            seen.add(deletion.deletion_id)
+            rd.add_deletion(deletion)
+            made.append(deletion)
+    rd.deleted_marker(record.name).write_text(str(len(made)))
+    return made
+
+
+def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable],
+               on_step: Callable[[str, str], None] = lambda repo, step: None, **kwargs) -> list[Deletion]:
+    """Run `delete_repo` for every mined repo not yet done; return all deletions of the run.
+    `check_for(record)` gives that repo's check factory (see `delete_repo`)."""
+    rd = RunDir(run_dir)
+    options = {k: v for k, v in kwargs.items()
+               if k in ("strategies", "max_candidates", "seed", "keep_docstrings", "strategy_options") and v is not None}
+    rd.stage_options("deleted", options, started=any(rd.deleted_marker(r.name).exists() for r in rd.mined()))
+    for record in rd.mined():
+        if rd.deleted_marker(record.name).exists():
+            on_step(record.name, "resumed")
+            continue
+        on_step(record.name, "deleting")
+        delete_repo(record, run_dir, check_factory=check_for(record), **kwargs)
+        on_step(record.name, "done")
+    return rd.deletions()
+
+
+def combine_all(run_dir: Path, *, seed: int = 0, max_per_repo: int = 3) -> list[Deletion]:
+    """The `combine` step, run after a first verify pass: for each repository, join 2-4 of its
+    verified, disjoint deletions into new `combine` deletions (featdel.deletion.combine) and add
+    those not yet in the run to `deletions.jsonl`, for a second verify pass. Deterministic in the
+    seed and the verified set, so a resumed run adds nothing twice. A repository with fewer than
+    two verified deletions gets a refusal verdict (not a candidate)."""
+    from featdel.deletion.combine import combine
+    from featdel.code.trees import extract
+
+    rd = RunDir(run_dir)
+    deletions = {d.deletion_id: d for d in rd.deletions()}
+    verdicts = rd.verdicts()
+    verified = {v.deletion_id for v in verdicts if v.status == VerdictStatus.VERIFIED}
+    refused = {v.deletion_id for v in verdicts if v.strategy == "combine"}
+    added: list[Deletion] = []
+    for record in rd.mined():
+        if any(d.repo == record.name and d.strategy == "combine" for d in deletions.values()):
+            continue  # combined once: a resumed run adds nothing
+        parts = [d for i, d in deletions.items() if i in verified and d.repo == record.name and d.strategy != "combine"]
+        rng = random.Random(seed ^ zlib.crc32(f"combine\0{record.name}".encode()))
+        with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:
+            original = extract(rd.snapshot(record.name), Path(tmp) / "orig")
+            made = combine(original, parts, rng, max_tasks=max_per_repo) if len(parts) >= 2 else []
+        if not made:
+            why_id = f"{record.name}__combine__none"
+            if why_id not in refused:
+                rd.add_verdict(Verdict(deletion_id=why_id, repo=record.name, strategy="combine", target="",
+                                       status=VerdictStatus.REJECTED, stage="delete",
+                                       reason=f"fewer than two verified deletions ({len(parts)})" if len(parts) < 2
+                                       else f"no two of its {len(parts)} verified deletions are disjoint"))
+            continue
+        for d in made:
+            if d.deletion_id not in deletions:
+                rd.add_deletion(d)
+                added.append(d)
+    return added
