@@ -21,14 +21,14 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from featdel.cli.summaries import _reason_kind
+from featdel.core.rundir import RunDir
 from featdel.env.corpus import CorpusEntry, load
+from featdel.env.recipe import Overrides
 from featdel.pipeline.delete import combine_all, delete_all, delete_repo
 from featdel.pipeline.mine import mine
-from featdel.core.progress import _reason_kind
-from featdel.env.recipe import Overrides
-from featdel.core.rundir import RunDir
-from featdel.sandboxes import get_backend
 from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+from featdel.sandboxes import get_backend
 
 OTHERS = ["pypi:humanize==4.11.0", "pypi:itsdangerous==2.2.0", "pypi:parse==1.20.2"]
 STRATEGIES = ["body", "function", "method", "class", "file", "feature"]

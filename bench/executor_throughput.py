@@ -17,15 +17,14 @@ import shutil
 import time
 from pathlib import Path
 
-from featdel.sandboxes import get_backend
-
+from featdel.core.rundir import RunDir
 from featdel.env.corpus import CorpusEntry
+from featdel.env.recipe import Overrides
 from featdel.pipeline.delete import delete_all
 from featdel.pipeline.executor import LocalExecutor, get_executor
 from featdel.pipeline.mine import mine
-from featdel.env.recipe import Overrides
-from featdel.core.rundir import RunDir
 from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+from featdel.sandboxes import get_backend
 
 
 def candidates(work: Path, sources: list[str], n: int, backend) -> Path:

@@ -65,7 +65,7 @@ def finding_rule(text: str) -> str:
 
 def write_predictions(run_dir: Path, path: Path) -> dict[str, str]:
     """Write the gold predictions of `run_dir`; return instance_id -> library."""
-    from featdel.pipeline.package import read_tasks
+    from featdel.core.shards import read_tasks
 
     rows = read_tasks(run_dir).to_pylist()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,11 +101,11 @@ def scan_unexempt(run_dir: Path, workdir: Path) -> dict[str, list[str]]:
     exemption off (static: what `grade` step 3 would say of the same code from a learner)."""
     import tempfile
 
-    from featdel.grading import tamper
     from featdel.code import trees
-    from featdel.grading.grade import protected
-    from featdel.pipeline.package import read_envs, read_tasks
     from featdel.code.spans import is_doctest
+    from featdel.core.shards import read_envs, read_tasks
+    from featdel.grading import tamper
+    from featdel.grading.grade import protected
 
     envs = {e["env_id"]: e["snapshot"] for e in read_envs(run_dir).to_pylist()}
     out = {}

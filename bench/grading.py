@@ -30,15 +30,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from featdel.deletion import quality
 from featdel.code import trees
-from featdel.grading.evaluate import evaluate, load_tasks
-from featdel.grading.grade import GradeStatus, GradeTask, grade
-from featdel.pipeline.package import read_tasks
 from featdel.core.records import Deletion
 from featdel.core.rundir import RunDir
-from featdel.sandboxes import get_backend
+from featdel.core.shards import read_tasks
+from featdel.deletion import quality
+from featdel.grading.evaluate import evaluate, load_tasks
+from featdel.grading.grade import GradeStatus, GradeTask, grade
 from featdel.pipeline.verify import RepoContext, VerifyOptions, select_tests
+from featdel.sandboxes import get_backend
 
 
 def pass_body_patch(task: GradeTask, deletion: Deletion, tmp: Path) -> str | None:

@@ -44,8 +44,8 @@ def _diff(start: Path, edits: dict[str, str | None]) -> str:
 
 def hostile(task: dict, env: dict, deletion, start: Path, original: Path, snapshot: Path) -> dict[str, str]:
     """kind -> patch (from the start state) for one task."""
-    from featdel.deletion.quality import stub_variants
     from featdel.code.trees import diff_states
+    from featdel.deletion.quality import stub_variants
 
     init = next((f"{d}/__init__.py" for d in env["package_dirs"] if (start / d / "__init__.py").is_file()),
                 env["package_dirs"][0])
@@ -73,9 +73,9 @@ def main() -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--out", type=Path, default=Path("hostile-predictions.jsonl"))
     args = parser.parse_args()
-    from featdel.pipeline.package import read_envs, read_tasks
-    from featdel.core.rundir import RunDir
     from featdel.code.trees import extract, start_state
+    from featdel.core.rundir import RunDir
+    from featdel.core.shards import read_envs, read_tasks
 
     envs = {e["env_id"]: e for e in read_envs(args.run_dir).to_pylist()}
     deletions = {d.deletion_id: d for d in RunDir(args.run_dir).deletions()}

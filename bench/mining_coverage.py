@@ -14,11 +14,10 @@ import argparse
 import time
 from pathlib import Path
 
-from featdel.sandboxes import get_backend
-
+from featdel.core.records import RepoStatus
 from featdel.env.corpus import load
 from featdel.pipeline.mine import mine
-from featdel.core.records import RepoStatus
+from featdel.sandboxes import get_backend
 
 
 def main() -> int:

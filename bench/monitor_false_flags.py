@@ -45,7 +45,7 @@ def measure(name: str, items) -> None:
 
 
 def gold(runs: list[Path], verdicts: list[Path]):
-    from featdel.pipeline.package import read_tasks
+    from featdel.core.shards import read_tasks
 
     seen = set()
     patches = [(r["instance_id"], r["patch"]) for run in runs for r in read_tasks(run).to_pylist()]

@@ -79,7 +79,7 @@ def main() -> None:
 
     from openai_server import scripted_server
 
-    from featdel.pipeline.package import read_tasks
+    from featdel.core.shards import read_tasks
 
     rows = read_tasks(args.run_dir).to_pylist()[: args.limit]
     args.out.mkdir(parents=True, exist_ok=True)

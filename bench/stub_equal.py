@@ -16,15 +16,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from featdel.deletion import quality
-from featdel.env.corpus import CorpusEntry
-from featdel.pipeline.delete import delete_all
-from featdel.pipeline.mine import mine
-from featdel.env.recipe import Overrides
 from featdel.core.records import Verdict, VerdictStatus
 from featdel.core.rundir import RunDir
-from featdel.sandboxes import get_backend
+from featdel.deletion import quality
+from featdel.env.corpus import CorpusEntry
+from featdel.env.recipe import Overrides
+from featdel.pipeline.delete import delete_all
+from featdel.pipeline.mine import mine
 from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+from featdel.sandboxes import get_backend
 
 MODES = {"trivial": quality.LABELS[:3], "equal": quality.LABELS}
 

@@ -98,10 +98,10 @@ def warm_up(args, seed: int) -> dict:
     if (args.out / f"warmup-seed{seed}.pt").exists() and log_path.exists():
         return json.loads(log_path.read_text()) | {"reused": True}
     import torch
-    from featdel.trainer.data import Batch
-    from featdel.trainer.train import TrainConfig, build, train_step
 
     from featdel.agent.toyenv import warmup_sequences
+    from featdel.trainer.data import Batch
+    from featdel.trainer.train import TrainConfig, build, train_step
 
     torch.set_num_threads(1)
     started = time.monotonic()
@@ -194,11 +194,11 @@ class _PaddedF:
 
 def sample_rows(model, contexts, max_tokens: int, *, seed: int):
     """(ids, logprobs) per context, each cut after its first newline, sampled as one batch."""
-    import featdel.trainer.model as model_module
     import torch
-    from featdel.trainer.sampling import sample
 
+    import featdel.trainer.model as model_module
     from featdel.agent.policy import STOP_ID
+    from featdel.trainer.sampling import sample
 
     width = max(len(c) for c in contexts)
     ids = torch.full((len(contexts), width), STOP_ID, dtype=torch.long)
@@ -242,9 +242,9 @@ def hint_signal(model, episodes: int = 40) -> dict:
     over the action's tokens; mean and count per rule. Negative: the teacher disowns the action,
     which is what the distillation term needs to carry signal."""
     import torch
-    from featdel.trainer.rl_loss import insert_hint
 
     from featdel.agent.toyenv import BehaviourPrior, make_task, toy_episode
+    from featdel.trainer.rl_loss import insert_hint
 
     prior, out = BehaviourPrior(), {}
     for i in range(episodes):
@@ -264,6 +264,7 @@ def hint_signal(model, episodes: int = 40) -> dict:
 
 def warmup_hint_signal(args) -> dict:
     import torch
+
     from featdel.trainer.model import Transformer
 
     torch.set_num_threads(1)
@@ -282,11 +283,11 @@ def run_arm(args, seed: int, arm: str, log=None) -> list[dict]:
     import dataclasses
 
     import torch
+
+    from featdel.agent.toyenv import TOY_CONFIG, make_task
     from featdel.trainer.rl import RLConfig, Teacher, rl_step, with_signal
     from featdel.trainer.rl_loss import LossConfig
     from featdel.trainer.train import TrainConfig, build
-
-    from featdel.agent.toyenv import TOY_CONFIG, make_task
 
     torch.set_num_threads(1)
     model, opt = build(TrainConfig(model=args.preset, seed=seed, lr=args.lr, adamw_lr=args.adamw_lr))

@@ -25,15 +25,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from featdel.env.corpus import CorpusEntry
-from featdel.pipeline.delete import delete_all
-from featdel.pipeline.mine import _repo_image, mine
-from featdel.env.recipe import Overrides
 from featdel.core.records import RepoStatus, Verdict
 from featdel.core.rundir import RunDir
+from featdel.env.corpus import CorpusEntry
+from featdel.env.recipe import Overrides
+from featdel.pipeline.delete import delete_all
+from featdel.pipeline.mine import _repo_image, mine
+from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_one
 from featdel.sandboxes import get_backend
 from featdel.sandboxes.images import BASE_IMAGE, engine_reason, image_exists
-from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_one
 
 DEFAULT = ["pypi:inflection==0.5.1"]
 

@@ -33,11 +33,11 @@ def make_repo(root: Path, files: dict[str, str], *, commit: bool = True) -> Path
 def assert_tasks_round_trip(run_dir: Path, backend, tmp_path: Path) -> int:
     """From the shards alone, for every task: the start state fails every F2P test, and with
     `patch` applied every F2P and P2P test passes. Returns how many tasks were checked."""
+    from featdel.code.trees import apply_patch, start_state
+    from featdel.core.shards import read_envs, read_tasks
     from featdel.env.envs import load
-    from featdel.pipeline.package import read_envs, read_tasks
     from featdel.env.sources import cache_root
     from featdel.env.testrun import RunOptions, run_suite
-    from featdel.code.trees import apply_patch, start_state
 
     tmp_path.mkdir(parents=True, exist_ok=True)
     envs = {row["env_id"]: row for row in read_envs(run_dir).to_pylist()}
@@ -61,10 +61,10 @@ def assert_tasks_round_trip(run_dir: Path, backend, tmp_path: Path) -> int:
 def mine_tiny(tmp_path_factory, name: str, files: dict[str, str], backend):
     """Build a tiny repository from `files`, mine it into a fresh run dir (thresholds low enough
     for a handful of tests) and return (run_dir, its mined record)."""
-    from featdel.env.corpus import CorpusEntry
-    from featdel.pipeline.mine import Thresholds, mine
-    from featdel.env.recipe import Overrides
     from featdel.core.records import RepoStatus
+    from featdel.env.corpus import CorpusEntry
+    from featdel.env.recipe import Overrides
+    from featdel.pipeline.mine import Thresholds, mine
 
     repo = make_repo(tmp_path_factory.mktemp(f"{name}-repo") / name, files)
     run_dir = tmp_path_factory.mktemp(f"{name}-run")

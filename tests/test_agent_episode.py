@@ -22,11 +22,11 @@ from featdel.agent.episode import (
     rollouts,
     run_episode,
 )
-from featdel.agent.policy import ScriptedPolicy, TransformerPolicy, decode
+from featdel.agent.policy import ScriptedPolicy, decode
 from featdel.agent.protocol import render
 from featdel.agent.trajectory import read_trajectories, save_trajectories
-from featdel.grading.grade import GradeTask
 from featdel.code.trees import diff
+from featdel.grading.grade import GradeTask
 from tests.conftest import mine_tiny
 
 LIB = {
@@ -176,8 +176,9 @@ def test_tasks_load_from_shards_with_their_statements(mined, task, local_backend
     import pyarrow.parquet as pq
 
     from featdel.agent.episode import load_agent_tasks
-    from featdel.pipeline.package import ENV_SCHEMA, TASK_SCHEMA, env_row
     from featdel.core.rundir import RunDir
+    from featdel.core.shards import ENV_SCHEMA, TASK_SCHEMA
+    from featdel.pipeline.package import env_row
 
     run_dir, record = mined
     env = env_row(run_dir, record)
@@ -201,6 +202,7 @@ def test_tasks_load_from_shards_with_their_statements(mined, task, local_backend
 def test_untrained_transformer_runs_episodes_end_to_end(task, local_backend):
     torch = pytest.importorskip("torch")
     from featdel.trainer.model import Transformer
+    from featdel.trainer.policy import TransformerPolicy
 
     torch.manual_seed(0)
     policy = TransformerPolicy(Transformer("debug").eval(), window=256)

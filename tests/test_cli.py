@@ -37,7 +37,7 @@ def test_every_command_has_help_with_an_example_and_is_in_the_readme():
 def test_threshold_overrides_parse_and_reject_unknown_keys():
     import pytest
 
-    from featdel.cli.main import thresholds_from
+    from featdel.cli.options import thresholds_from
     from featdel.core.errors import FeatdelError
 
     t = thresholds_from(["min_passing=5", "min_coverage=12.5"])

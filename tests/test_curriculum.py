@@ -18,9 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from featdel.cli.main import app
+from featdel.core import store
 from featdel.curriculum import model as dm
 from featdel.curriculum import posterior, sampler, simulate
-from featdel.core import store
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +31,8 @@ def rows(packaged_tiny):
 
 
 def test_record_stats_sample_on_a_real_run(packaged_tiny, local_backend, tmp_path):
+    from featdel.core.shards import read_tasks
     from featdel.grading.evaluate import evaluate
-    from featdel.pipeline.package import read_tasks
 
     tasks = read_tasks(packaged_tiny).to_pylist()
     preds = tmp_path / "preds.jsonl"
@@ -119,8 +119,9 @@ def test_difficulty_model_beats_the_base_rate_out_of_fold(rows, tmp_path):
 
 
 def test_a_steered_delete_stage_records_knobs_and_predicted_pass_rate(packaged_tiny, rows, local_backend, tmp_path):
+    from featdel.core.shards import read_tasks
     from featdel.curriculum import generate
-    from featdel.pipeline.package import package, read_tasks
+    from featdel.pipeline.package import package
     from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
 
     run = tmp_path / "run"

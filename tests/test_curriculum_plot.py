@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from featdel.curriculum.posterior import TaskStats, plot
 from featdel.core.errors import FeatdelError
+from featdel.curriculum.posterior import TaskStats, plot
 
 
 def _stats():

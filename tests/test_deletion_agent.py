@@ -23,7 +23,8 @@ pytest.importorskip("openai")
 
 from openai_server import calls, scripted_server  # noqa: I001 (tests/ helper)
 
-from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete, import_check
+from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete
+from importcheck import import_check
 from featdel.core.records import Candidate, VerdictStatus
 from conftest import make_repo, mine_tiny
 
@@ -151,9 +152,9 @@ def mined(tmp_path_factory, featdel_cache, local_backend):
 
 
 def run_agent(mined, tmp_path, script: list, backend):
-    from featdel.pipeline.delete import delete_all
-    from featdel.deletion.tested import with_tests
     from featdel.core.rundir import RunDir
+    from featdel.deletion.tested import with_tests
+    from featdel.pipeline.delete import delete_all
     from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
 
     def check_for(record):  # as the CLI builds it: the build check, and covering tests on request
@@ -169,7 +170,8 @@ def run_agent(mined, tmp_path, script: list, backend):
 
 
 def test_a_feature_deleted_across_two_files_verifies_and_packages(mined, tmp_path, local_backend):
-    from featdel.pipeline.package import package, read_tasks
+    from featdel.core.shards import read_tasks
+    from featdel.pipeline.package import package
 
     script = [
         calls(("read_file", {"path": "agentlib/words.py"}), ("read_file", {"path": "agentlib/__init__.py"})),

@@ -10,11 +10,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from importcheck import import_check
 
-from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete, import_check
-from featdel.core.records import Candidate
-from tests.conftest import make_repo as write_files
 from featdel.code.spans import has_syntax_error
+from featdel.core.records import Candidate
+from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete
+from tests.conftest import make_repo as write_files
 
 CORE = '''\
 """Core."""

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from importcheck import import_check
 
-from featdel.deletion import STRATEGIES, NotApplicable, UnknownStrategy, choose, delete, import_check
 from featdel.core.records import Candidate, Deletion, from_dict, to_json
+from featdel.deletion import STRATEGIES, NotApplicable, UnknownStrategy, choose, delete
 
 CORE = '''\
 def _helper(x):

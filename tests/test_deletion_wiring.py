@@ -9,11 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from importcheck import import_check
 
-from featdel.deletion import RolledBack, delete, import_check
+from featdel.core.records import Candidate
+from featdel.deletion import RolledBack, delete
 from featdel.deletion.base import Tree
 from featdel.deletion.wiring import find
-from featdel.core.records import Candidate
 from tests.conftest import make_repo
 
 CORE = '''\

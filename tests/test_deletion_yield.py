@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from featdel.pipeline.delete import combine_all
 from featdel.code.gone import allowed, named
 from featdel.core.records import VerdictStatus
+from featdel.pipeline.delete import combine_all
 from featdel.pipeline.verify import VerifyOptions, verify_all
 from tests.conftest import delete_and_verify, mine_tiny
 

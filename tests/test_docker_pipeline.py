@@ -37,7 +37,7 @@ def test_docker_run_sets_image_name_and_local_agrees(tmp_path):
         docker_ok = {v["deletion_id"]: v for v in verdicts if v["status"] == "verified"}
         assert docker_ok
         assert all(v["image_name"] and v["image_name"].startswith("featdel-env-") for v in docker_ok.values())
-        from featdel.pipeline.package import read_tasks
+        from featdel.core.shards import read_tasks
 
         assert all(read_tasks(out).column("image_name").to_pylist())
 

@@ -9,8 +9,8 @@ expected output live in the source module the learner edits, so
 
 import pytest
 
-from featdel.core.records import VerdictStatus
 from featdel.code.spans import is_doctest
+from featdel.core.records import VerdictStatus
 from tests.conftest import delete_and_verify, mine_tiny
 
 DOCLIB = {

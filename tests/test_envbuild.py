@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from featdel.core.records import read_jsonl
+from featdel.core.shards import read_tasks
 from featdel.env import envbuild
 from featdel.grading.evaluate import evaluate
-from featdel.pipeline.package import read_tasks
-from featdel.core.records import read_jsonl
 from tests.conftest_sandbox import docker_base_image
 
 
@@ -116,7 +116,7 @@ def test_one_failed_env_is_recorded_and_the_batch_goes_on(packaged_tiny, tmp_pat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from featdel.pipeline.package import read_envs
+    from featdel.core.shards import read_envs
 
     table = read_envs(packaged_tiny)
     [good] = table.to_pylist()

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from featdel.core.errors import FeatdelError
-from featdel.pipeline.executor import DIE_ONCE_VAR, LocalExecutor, get_executor
 from featdel.core.records import VerdictStatus
 from featdel.core.rundir import RunDir
+from featdel.pipeline.executor import LocalExecutor, get_executor
 from featdel.pipeline.verify import VerifyOptions, verify_all
 from tests.conftest import TINY_LIB, mine_tiny
 from tests.conftest_sandbox import docker_base_image, need
+from tests.ray_faults import PLAN_VAR
 
 try:
     import ray
@@ -40,12 +41,18 @@ RAYLIB = {
 
 
 @pytest.fixture(scope="module")
-def cluster(featdel_cache):
+def cluster(featdel_cache, tmp_path_factory):
     """One local Ray cluster for the module, started after FEATDEL_CACHE is set so that its
-    workers share the session's environments."""
+    workers share the session's environments. Its workers run `tests.ray_faults.install` at
+    start, so a test can have a worker die (`die_once`)."""
     need(ray is not None, "the ray extra is not installed: pip install 'featdel[ray]'")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning")
-    yield
+    plan = tmp_path_factory.mktemp("ray-faults") / "plan"
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="warning",
+             runtime_env={"worker_process_setup_hook": "tests.ray_faults.install",
+                          "env_vars": {PLAN_VAR: str(plan), "PYTHONPATH": path}})
+    yield plan
     ray.shutdown()
 
 
@@ -93,13 +100,15 @@ def test_ray_verdicts_equal_local(cluster, deleted, local_verdicts, local_backen
     assert sorted(written_ids(run_dir)) == sorted(local_verdicts)
 
 
-def test_killed_worker_is_retried_and_written_once(cluster, deleted, local_verdicts, local_backend, tmp_path,
-                                                   monkeypatch):
+def test_killed_worker_is_retried_and_written_once(cluster, deleted, local_verdicts, local_backend, tmp_path):
     victim = next(i for i, v in local_verdicts.items() if v[0] == VerdictStatus.VERIFIED)
     run_dir = copy_run(deleted, tmp_path / "run", keep=[victim])
     marker = tmp_path / "died.pid"
-    monkeypatch.setenv(DIE_ONCE_VAR, f"{victim}={marker}")
-    verdicts = verify_all(run_dir, local_backend, OPTS, executor=get_executor("ray"))
+    cluster.write_text(f"{victim}={marker}")
+    try:
+        verdicts = verify_all(run_dir, local_backend, OPTS, executor=get_executor("ray"))
+    finally:
+        cluster.unlink()
     assert int(marker.read_text()) != os.getpid()  # the first try ran in a worker and killed it ...
     assert summary(verdicts) == {victim: local_verdicts[victim]}  # ... and the retry's verdict counts
     assert written_ids(run_dir) == [victim]
@@ -127,8 +136,8 @@ def test_interrupted_ray_run_resumes_without_rewriting(cluster, deleted, local_v
 
 def test_mining_on_ray_matches_local(cluster, deleted, local_backend, tmp_path):
     from featdel.env.corpus import CorpusEntry
-    from featdel.pipeline.mine import Thresholds, mine
     from featdel.env.recipe import Overrides
+    from featdel.pipeline.mine import Thresholds, mine
 
     [local] = RunDir(deleted).latest_repos().values()
     entry = CorpusEntry(source=local.source, overrides=Overrides())

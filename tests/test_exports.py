@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from featdel.code import trees
 from featdel.env import envbuild
 from featdel.interop import harbor as export_harbor
 from featdel.interop import swebench as export_swebench
-from featdel.code import trees
 from featdel.interop.materialize import materialize
 from tests.conftest_sandbox import docker_base_image
 

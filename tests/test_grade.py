@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from featdel.code.trees import diff, start_state
+from featdel.core.records import RepoStatus
 from featdel.env.corpus import CorpusEntry
+from featdel.env.recipe import Overrides
 from featdel.grading.grade import GradeStatus, GradeTask, grade
 from featdel.pipeline.mine import Thresholds, mine
-from featdel.core.records import RepoStatus
-from featdel.env.recipe import Overrides
-from featdel.code.trees import diff, start_state
 from tests.conftest import make_repo
 
 LIB = {

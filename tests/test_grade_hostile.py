@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from featdel.grading.grade import GradeStatus, GradeTask, grade
 from featdel.code.trees import diff, start_state
+from featdel.grading.grade import GradeStatus, GradeTask, grade
 from tests.conftest import mine_tiny
 
 LIB = {

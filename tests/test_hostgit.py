@@ -28,12 +28,11 @@ from pathlib import Path
 
 import pytest
 
-from featdel.code import hostgit
-from featdel.code import trees
 from featdel.agent.episode import final_patch
 from featdel.agent.protocol import ToolCall
 from featdel.agent.workspace import Workspace
-from featdel.env.sources import commit_tree
+from featdel.code import trees
+from featdel.code.git import commit_tree
 from tests.conftest import make_repo, mine_tiny
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

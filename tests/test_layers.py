@@ -19,6 +19,8 @@ LAYERS = [
 ]
 # Heavy libraries that only a command that needs them may import, never at module level.
 HEAVY = {"torch", "ray", "datasets", "matplotlib", "transformers", "openai", "docker", "huggingface_hub"}
+# ...except inside the layer built on it: the trainer is torch code, imported only by `featdel train`.
+HEAVY_HOME = {"torch": "featdel.trainer"}
 
 
 def module_name(path: Path) -> str:
@@ -92,7 +94,7 @@ def test_no_module_imports_a_higher_layer():
             if mine is not None and theirs is not None and theirs > mine:
                 climbs.append(f"{p.relative_to(ROOT.parent)}:{line}: {m} ({LAYERS[mine]}) imports {target} "
                               f"({LAYERS[theirs]})")
-    assert not climbs, "imports that run up a layer:\n" + "\n".join(climbs)
+    assert not climbs, "imports that run up a layer:\n" + "\n".join(sorted(set(climbs)))
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -147,7 +149,8 @@ def test_heavy_libraries_stay_lazy(lib):
     mods = modules()
     known = set(mods)
     eager = [f"{p.relative_to(ROOT.parent)}:{line}" for m, p in mods.items()
-             for target, line, top in imports(p, m, known) if top and target.split(".")[0] == lib]
+             for target, line, top in imports(p, m, known) if top and target.split(".")[0] == lib
+             and not (lib in HEAVY_HOME and (m + ".").startswith(HEAVY_HOME[lib] + "."))]
     assert not eager, f"{lib} imported at module level (import it inside the function that needs it): {eager}"
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 import py_compile
 import subprocess
 
-from featdel.code import leaks
-from featdel.code import trees
+from featdel.code import leaks, trees
 from tests.conftest import make_repo
 
 REMOVED = "def secret_sauce(x):\n    total = x * 41 + compute_offset(x)\n    return normalise_result(total)\n"

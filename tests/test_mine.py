@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from featdel.env.corpus import CorpusEntry, load
 from featdel.core.errors import CorpusError, SourceError
-from featdel.pipeline.mine import Thresholds, mine
-from featdel.env.recipe import Overrides, detect, import_roots
 from featdel.core.records import RepoStatus
+from featdel.env.corpus import CorpusEntry, load
+from featdel.env.recipe import Overrides, detect, import_roots
 from featdel.env.sources import resolve
+from featdel.pipeline.mine import Thresholds, mine
 from tests.conftest import make_repo
 
 LOW = Thresholds(min_passing=3, min_coverage=10.0)

@@ -18,9 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from featdel.env import envs
 from featdel.code import trees
-from featdel.pipeline.package import ENV_SCHEMA, license_of, package, read_envs, read_tasks
 from featdel.core.records import (
     Deletion,
     Recipe,
@@ -30,6 +28,9 @@ from featdel.core.records import (
     VerdictStatus,
 )
 from featdel.core.rundir import RunDir
+from featdel.core.shards import ENV_SCHEMA, read_envs, read_tasks
+from featdel.env import envs
+from featdel.pipeline.package import license_of, package
 from tests.conftest import TINY_LIB, make_repo
 
 LOCK = ["coverage==7.6.1", "iniconfig==2.0.0", "pip==24.0", "pytest==8.3.3"]

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from featdel.core.errors import PublishError
-from featdel.pipeline.package import read_envs, read_tasks
+from featdel.core.shards import read_envs, read_tasks
 from featdel.interop.hub import fetch, publish
 
 

@@ -19,13 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from featdel.deletion import difficulty
-from featdel.deletion import quality
-from featdel.deletion import statement
-from featdel.deletion import delete
-from featdel.core.records import Candidate, Deletion
 from featdel.code.spans import has_syntax_error, symbols
 from featdel.code.trees import apply_edits
+from featdel.core.records import Candidate, Deletion
+from featdel.deletion import delete, difficulty, quality, statement
 from tests.conftest import make_repo
 
 CORE = '''\

@@ -12,7 +12,6 @@ import sys
 import uuid
 
 import pytest
-
 import typer
 from typer.testing import CliRunner
 

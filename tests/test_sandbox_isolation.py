@@ -18,8 +18,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest_sandbox import (as_uid, loopback_server, marker, module_name, planted_copies, processes_with,
-                              sandbox_backend, unix_server)
+from conftest_sandbox import (
+    as_uid,
+    loopback_server,
+    marker,
+    module_name,
+    planted_copies,
+    processes_with,
+    sandbox_backend,
+    unix_server,
+)
 
 from featdel.sandboxes import Limits, MiB, SandboxSpec
 from featdel.sandboxes.base import SANDBOX_UID

@@ -353,7 +353,7 @@ def test_visible_lists_exactly_what_a_command_sees(local, tmp_path):
 
 def test_a_venv_with_system_site_packages_keeps_them(tmp_path):
     """include-system-site-packages = true means the venv imports the prefix's packages."""
-    from featdel.sandboxes.hostpaths import covered, spec_roots, resolve
+    from featdel.sandboxes.hostpaths import covered, resolve, spec_roots
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest_sandbox import sandbox_backend
 
-from featdel.env.envs import Env
 from featdel.core.records import Recipe
+from featdel.env.envs import Env
 from featdel.env.testrun import RunOptions, run_suite, warm_runner
 
 MODULE = "VALUE = 1\n"

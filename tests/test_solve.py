@@ -22,16 +22,16 @@ from openai_server import calls, fail, scripted_server
 
 from featdel.agent.episode import EpisodeConfig
 from featdel.agent.protocol import TOOLS, render
+from featdel.agent.solve import ChatLearner, solve
 from featdel.agent.trajectory import read_trajectories
 from featdel.core.llm import ChatClient, tool_schemas
-from featdel.agent.solve import ChatLearner, solve
 
 CONFIG = EpisodeConfig(max_turns=12, test_timeout_s=60)
 
 
 @pytest.fixture(scope="module")
 def task_row(packaged_tiny) -> dict:
-    from featdel.pipeline.package import read_tasks
+    from featdel.core.shards import read_tasks
 
     return read_tasks(packaged_tiny).to_pylist()[0]
 

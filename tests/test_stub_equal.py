@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from featdel.deletion import quality
 from featdel.core.records import Candidate, VerdictStatus
+from featdel.deletion import quality
 from tests.conftest import make_repo
 from tests.test_quality import body_lines, check_variants, deletion
 

@@ -157,6 +157,7 @@ def bench():
 
 def test_lockstep_sampling_scores_each_row_as_it_would_alone(bench):
     import torch
+
     from featdel.trainer.model import Transformer
 
     torch.manual_seed(0)

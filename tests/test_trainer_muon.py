@@ -10,10 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from featdel.trainer.newton_schulz import newton_schulz, newton_schulz_flops  # noqa: E402
-from featdel.trainer.optim import ShardedMuon  # noqa: E402
 from trainer_helpers import MUON_SPECS as SPECS  # noqa: E402
 from trainer_helpers import reference_muon  # noqa: E402
+
+from featdel.trainer.newton_schulz import newton_schulz, newton_schulz_flops  # noqa: E402
+from featdel.trainer.optim import ShardedMuon  # noqa: E402
 
 
 def test_newton_schulz_orthogonalises_wide_and_tall_batches():

@@ -11,8 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from featdel.trainer.parallel import ParallelDims  # noqa: E402
 from trainer_helpers import run_ranks  # noqa: E402
+
+from featdel.trainer.parallel import ParallelDims  # noqa: E402
 
 
 def test_mission_example_fits_in_8_ranks_not_16():

@@ -15,8 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from featdel.trainer.model import Transformer  # noqa: E402
-from featdel.trainer.rl_loss import (LossConfig, distill_loss, group_advantages, insert_hint,  # noqa: E402
-                                     policy_loss, rl_loss)
+from featdel.trainer.rl_loss import LossConfig, distill_loss, group_advantages, insert_hint, policy_loss, rl_loss  # noqa: E402
 
 
 def test_group_advantages_are_centred_per_task_and_vanish_on_ties():

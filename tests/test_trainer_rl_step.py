@@ -13,8 +13,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, TransformerPolicy, encode  # noqa: E402
+from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, encode  # noqa: E402
 from featdel.agent.trajectory import Hint, Trajectory, Turn  # noqa: E402
+from featdel.trainer.policy import TransformerPolicy  # noqa: E402
 from featdel.trainer.rl import RLConfig, Teacher, rl_step, to_batch, usable, with_signal  # noqa: E402
 from featdel.trainer.train import TrainConfig, build  # noqa: E402
 

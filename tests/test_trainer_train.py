@@ -12,9 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from trainer_helpers import run_ranks  # noqa: E402
+
 from featdel.trainer.parallel import ParallelDims  # noqa: E402
 from featdel.trainer.train import TrainConfig, full_parameters, train  # noqa: E402
-from trainer_helpers import run_ranks  # noqa: E402
 
 CFG = TrainConfig(steps=4, batch_size=8, seq_len=32)
 HSDP = {"dp_replicate": 2, "ep": 4}

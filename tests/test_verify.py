@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from featdel.pipeline.package import TASK_SCHEMA, package, read_envs, read_tasks
-from featdel.core.records import Deletion, VerdictStatus, read_jsonl
-from featdel.env.testrun import RunOptions, run_suite
 from featdel.code.trees import apply_patch, start_state
+from featdel.core.records import Deletion, VerdictStatus, read_jsonl
+from featdel.core.shards import TASK_SCHEMA, read_envs, read_tasks
+from featdel.env.testrun import RunOptions, run_suite
+from featdel.pipeline.package import package
 from featdel.pipeline.verify import RepoContext, VerifyOptions, verify_all, verify_one
 from tests.conftest import TINY_LIB, assert_tasks_round_trip, delete_and_verify, mine_tiny
 
@@ -61,10 +62,10 @@ def test_skipped_test_is_not_a_failure(run, local_backend, tmp_path):
     run_dir, verdicts = run
     for v in verdicts:
         assert "tests/test_skip.py::test_whisper_or_skip" not in v.FAIL_TO_PASS
-    from featdel.deletion import delete
-    from featdel.core.rundir import RunDir
-    from featdel.core.records import Candidate
     from featdel.code.trees import extract
+    from featdel.core.records import Candidate
+    from featdel.core.rundir import RunDir
+    from featdel.deletion import delete
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -255,10 +256,10 @@ def test_evaluate_gold_resolves_empty_does_not_and_bad_lines_are_recorded(run, l
 
 def test_a_task_a_trivial_body_solves_is_rejected_at_stub(run, local_backend, tmp_path):
     run_dir, _ = run
-    from featdel.deletion import delete
-    from featdel.core.rundir import RunDir
-    from featdel.core.records import Candidate, VerdictStatus
     from featdel.code.trees import extract
+    from featdel.core.records import Candidate, VerdictStatus
+    from featdel.core.rundir import RunDir
+    from featdel.deletion import delete
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -274,8 +275,8 @@ def test_a_crash_on_one_candidate_is_a_broken_verdict_with_its_traceback(run, lo
     run_dir, _ = run
     from dataclasses import replace
 
-    from featdel.core.rundir import RunDir
     from featdel.core.records import VerdictStatus
+    from featdel.core.rundir import RunDir
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)
@@ -292,9 +293,9 @@ def test_a_copy_of_the_package_in_the_environment_is_a_leak(run, local_backend, 
     import shutil
 
     from featdel.code import exposure
-    from featdel.core.rundir import RunDir
-    from featdel.core.records import VerdictStatus
     from featdel.code.trees import extract
+    from featdel.core.records import VerdictStatus
+    from featdel.core.rundir import RunDir
 
     record = RunDir(run_dir).mined()[0]
     ctx = RepoContext.load(run_dir, record)

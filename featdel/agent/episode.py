@@ -38,9 +38,8 @@ from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, Codec, Policy, codec_of
 from featdel.agent.protocol import CallError, ToolCall, parse, render, tools_text
 from featdel.agent.trajectory import Hint, Trajectory, Turn
 from featdel.agent.workspace import Observation, Workspace
-from featdel.grading.grade import GradeTask, grade
 from featdel.code.trees import diff_trees, scrub, start_state
-
+from featdel.grading.grade import GradeTask, grade
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -254,8 +253,8 @@ def rollouts(task: AgentTask, policy: Policy, backend, *, k: int, config: Episod
 def load_agent_tasks(run_dir: Path, workdir: Path, *, backend=None,
                      ids: Sequence[str] | None = None) -> dict[str, AgentTask | str]:
     """The packaged run's tasks with their statements, or why one cannot run here (no env)."""
+    from featdel.core.shards import read_tasks
     from featdel.grading.evaluate import load_tasks
-    from featdel.pipeline.package import read_tasks
 
     statements = {row["instance_id"]: row["problem_statement"] or ""
                   for row in read_tasks(run_dir).select(["instance_id", "problem_statement"]).to_pylist()}

@@ -5,8 +5,8 @@ the log-probability each was sampled with. The environment decodes the ids to te
 the call; the ids themselves are what the trajectory keeps. The vocabulary is bytes (token id ==
 byte value, as `featdel.trainer.model`), so the tokenizer here is two lines and needs no torch.
 
-- `TransformerPolicy`: a `featdel.trainer` model through `featdel.trainer.sampling.sample` (KV
-  cache, per-token log-probabilities), stopping at the protocol's newline.
+- `featdel.trainer.policy.TransformerPolicy` (torch): a trained model as a policy, in the layer
+  that holds the models.
 - `ScriptedPolicy`: fixed lines, one per turn, for tests and for checking an environment end to
   end. It reads how many observations its context holds to know which line is next, so one
   instance serves any number of episodes at once.
@@ -87,31 +87,3 @@ class ScriptedPolicy:
         line = self.lines[step] if step < len(self.lines) else '<tool>{"name": "submit", "args": {}}</tool>'
         ids = encode(line if line.endswith(STOP) else line + STOP)[:max_tokens]
         return ids, [0.0] * len(ids)
-
-
-class TransformerPolicy:
-    """Samples from a `featdel.trainer.model.Transformer` (or a Hugging Face model wrapped by
-    `featdel.trainer.hf`, with its tokenizer's `codec`) until a stop token: the protocol's newline.
-
-    `window`: how many of the latest context tokens the model sees (None: all of them; rotary
-    positions have no hard limit, and the trainer scores whole sequences)."""
-
-    def __init__(self, model, *, temperature: float = 1.0, top_k: int | None = None, window: int | None = None,
-                 codec: Codec | None = None):
-        self.model, self.temperature, self.top_k, self.window = model, temperature, top_k, window
-        self.codec = codec or BYTES
-        self._stops = [i for i in range(self.codec.vocab) if self.codec.is_stop(i)]
-
-    def act(self, context, *, max_tokens, seed):
-        import torch
-
-        from featdel.trainer.sampling import sample
-
-        ctx = list(context)[-self.window:] if self.window else list(context)
-        device = next(self.model.parameters()).device
-        prompt = torch.tensor([ctx or self._stops[:1]], dtype=torch.long, device=device)
-        out = sample(self.model, prompt, max_tokens, temperature=self.temperature, top_k=self.top_k, seed=seed,
-                     stop=self._stops)
-        ids, logprobs = out.tokens[0].tolist(), out.logprobs[0].tolist()
-        end = next((j + 1 for j, i in enumerate(ids) if self.codec.is_stop(i)), len(ids))
-        return ids[:end], logprobs[:end]

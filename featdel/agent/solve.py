@@ -179,26 +179,6 @@ class PolicyLearner:
         return run_episode(task, self.policy, backend, config=self.config, workdir=workdir)
 
 
-def load_policy(checkpoint: Path):
-    """The checkpoint's policy (`featdel.trainer.policy_io.load_policy`), or a one-line error."""
-    from featdel.core.errors import FeatdelError
-
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise FeatdelError("--policy needs torch: pip install 'featdel[train]'") from None
-    try:
-        from featdel.trainer.policy_io import load_policy as load
-    except ModuleNotFoundError as exc:
-        if exc.name != "featdel.trainer.policy_io":
-            raise
-        raise FeatdelError("this featdel has no featdel.trainer.policy_io: --policy needs a build with "
-                           "`featdel train` checkpoints") from None
-    if not Path(checkpoint).exists():
-        raise FeatdelError(f"--policy {checkpoint} does not exist: give a checkpoint `featdel train` wrote")
-    return load(checkpoint)
-
-
 def done_ids(predictions: Path, model: str) -> set[str]:
     """The tasks `model` already has a prediction for in `predictions` (as `featdel evaluate` keys them)."""
     from featdel.grading.evaluate import read_predictions

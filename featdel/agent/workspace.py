@@ -24,8 +24,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from featdel.code import hostgit
 from featdel.agent.protocol import ToolCall
+from featdel.code import hostgit
 from featdel.core.errors import SandboxError
 from featdel.grading.grade import GradeTask
 

@@ -48,7 +48,7 @@ def record(
 
       featdel curriculum record results.jsonl --learner policy-v3 --run runs/a --round 12
     """
-    from featdel.cli.main import cli_errors
+    from featdel.cli.options import cli_errors
     from featdel.core import store
 
     with cli_errors(verbose):
@@ -89,7 +89,7 @@ def stats(
 
       featdel curriculum stats --run runs/a --learner policy-v3 --plot passrates.png
     """
-    from featdel.cli.main import cli_errors
+    from featdel.cli.options import cli_errors
     from featdel.curriculum import report
 
     with cli_errors(verbose):
@@ -117,9 +117,9 @@ def sample(
 
       featdel curriculum sample -n 32 --run runs/a --band 0.2 0.8 --learner policy-v3 -o next.txt
     """
-    from featdel.cli.main import cli_errors
-    from featdel.curriculum import report
+    from featdel.cli.options import cli_errors
     from featdel.core.errors import FeatdelError
+    from featdel.curriculum import report
 
     with cli_errors(verbose):
         try:

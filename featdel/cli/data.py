@@ -38,10 +38,10 @@ def env_build(
 
       featdel env build runs/a --backend docker --only inflection-0.5.1-3f2a9c0d1e2b4a5c
     """
-    from featdel.cli.main import cli_errors
-    from featdel.env.envbuild import build_all
+    from featdel.cli.options import cli_errors
     from featdel.core.progress import StepProgress
     from featdel.core.rundir import RunDir
+    from featdel.env.envbuild import build_all
 
     with cli_errors(verbose):
         from featdel.env.envbuild import read_rows
@@ -78,7 +78,7 @@ def export(
 
       featdel export runs/a --format harbor --out runs/a/harbor
     """
-    from featdel.cli.main import cli_errors
+    from featdel.cli.options import cli_errors
     from featdel.core.errors import FeatdelError
 
     with cli_errors(verbose):
@@ -111,7 +111,7 @@ def publish(
 
       HF_TOKEN=hf_... featdel publish runs/a --repo-id my-org/featdel-tasks --private
     """
-    from featdel.cli.main import cli_errors
+    from featdel.cli.options import cli_errors
     from featdel.interop.hub import publish as upload
 
     with cli_errors(verbose):
@@ -134,7 +134,7 @@ def fetch(
 
       featdel fetch /tmp/hub --out runs/hub-copy
     """
-    from featdel.cli.main import cli_errors
+    from featdel.cli.options import cli_errors
     from featdel.interop.hub import fetch as download
 
     with cli_errors(verbose):

@@ -11,6 +11,21 @@ from typing import Annotated
 
 import typer
 
+from featdel.cli.options import (
+    Address,
+    Corpus,
+    ExecutorOpt,
+    Jobs,
+    Out,
+    Sandbox,
+    ThresholdOpt,
+    Unsafe,
+    Verbose,
+    cli_errors,
+    executor_from,
+    thresholds_from,
+)
+
 app = typer.Typer(
     name="featdel",
     help="Turn well-tested repositories into verified coding tasks by feature deletion.",
@@ -19,61 +34,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-
-Out = Annotated[Path, typer.Option("--out", "-o", help="Run directory (created; reused to resume).")]
-Corpus = Annotated[Path | None, typer.Option("--corpus", help="TOML manifest of sources (corpora/*.toml).")]
-Jobs = Annotated[int, typer.Option("--workers", "-j", min=1, help="Repositories processed in parallel.")]
-Sandbox = Annotated[str, typer.Option("--sandbox", help="Sandbox backend: local (bubblewrap) or docker.")]
-Unsafe = Annotated[bool, typer.Option("--unsafe-no-sandbox", help="Run untrusted code without isolation.")]
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")]
-ExecutorOpt = Annotated[str, typer.Option("--executor", help="Where mining and verification run: local "
-                                          "(threads, -j) or ray (a Ray cluster; pip install 'featdel\\[ray]').")]
-Address = Annotated[str | None, typer.Option("--address", help="Ray cluster to join with --executor ray, e.g. "
-                                             "auto or HEAD:6379 (default: $RAY_ADDRESS, else a local one of -j CPUs).")]
-ThresholdOpt = Annotated[list[str] | None, typer.Option(
-    "--threshold", help="Override a mining threshold, e.g. min_passing=5 (repeatable; see `featdel mine --help`).")]
-
-
-def executor_from(name: str, address: str | None, workers: int):
-    from featdel.pipeline.executor import get_executor
-
-    return get_executor(name, address=address, jobs=workers)
-
-
-def thresholds_from(items: list[str] | None):
-    """Parse KEY=VALUE overrides of `featdel.pipeline.mine.Thresholds`; unknown keys are one-line errors."""
-    from dataclasses import fields, replace
-
-    from featdel.core.errors import FeatdelError
-    from featdel.pipeline.mine import Thresholds
-
-    known = {f.name: f.type for f in fields(Thresholds)}
-    result = Thresholds()
-    for item in items or []:
-        key, _, value = item.partition("=")
-        if key not in known or not value:
-            raise FeatdelError(f"--threshold {item!r}: use KEY=VALUE with KEY one of {', '.join(known)}")
-        try:
-            number = int(value) if known[key] in ("int", int) else float(value)
-        except ValueError:
-            raise FeatdelError(f"--threshold {item!r}: {value!r} is not a number") from None
-        result = replace(result, **{key: number})
-    return result
-
-
-@contextlib.contextmanager
-def cli_errors(verbose: bool):
-    """Library errors become one line on stderr and exit code 2; tracebacks only with -v."""
-    from featdel.core.errors import FeatdelError
-
-    try:
-        yield
-    except FeatdelError as exc:
-        if verbose:
-            raise
-        typer.secho(f"error: {exc}", fg="red", err=True)
-        raise typer.Exit(2) from None
-
 
 @app.callback()
 def main() -> None:
@@ -92,8 +52,8 @@ def version() -> None:
 
 
 def entries_from(sources: list[str], corpus: Path | None):
-    from featdel.env.corpus import CorpusEntry, load
     from featdel.core.errors import CorpusError
+    from featdel.env.corpus import CorpusEntry, load
     from featdel.env.recipe import Overrides
 
     entries = [CorpusEntry(source=s, overrides=Overrides()) for s in sources]
@@ -171,8 +131,8 @@ def _agent_options(url: str | None, model: str | None, turns: int, strategies) -
 
 def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, backend,
             options: dict | None = None) -> int:
-    from featdel.pipeline.delete import delete_all
     from featdel.deletion import STRATEGIES, strategy
+    from featdel.pipeline.delete import delete_all
     from featdel.pipeline.verify import RepoContext, make_check
 
     names = strategies or [n for n in STRATEGIES if n != "agent" or options]  # agent: only when configured
@@ -260,10 +220,11 @@ def verify(
 
       featdel verify runs/a --executor ray --address auto --sandbox docker
     """
-    from featdel.core.progress import StepProgress, verdict_summary
+    from featdel.cli.summaries import verdict_summary
+    from featdel.core.progress import StepProgress
     from featdel.core.rundir import RunDir
-    from featdel.sandboxes import get_backend
     from featdel.pipeline.verify import VerifyOptions, verify_all
+    from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
         rd = RunDir(out)
@@ -304,8 +265,8 @@ def package(
 
       duckdb -c "select instance_id, len(FAIL_TO_PASS) from read_parquet('runs/a/tasks/*.parquet')"
     """
-    from featdel.pipeline.package import package as write
     from featdel.core.rundir import RunDir
+    from featdel.pipeline.package import package as write
 
     with cli_errors(verbose):
         rd = RunDir(out)
@@ -361,12 +322,13 @@ def run(
 
       featdel run --corpus corpora/pypi.toml --out runs/d --executor ray --address auto --sandbox docker
     """
+    from featdel.cli.summaries import verdict_summary
     from featdel.core.errors import FeatdelError
-    from featdel.pipeline.package import package as write
-    from featdel.core.progress import StepProgress, verdict_summary
+    from featdel.core.progress import StepProgress
     from featdel.core.rundir import RunDir
-    from featdel.sandboxes import get_backend
+    from featdel.pipeline.package import package as write
     from featdel.pipeline.verify import VerifyOptions, verify_all
+    from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
         options = _agent_options(agent_url, agent_model, agent_turns, strategy)
@@ -419,7 +381,7 @@ def show(
 
       featdel show runs/a inflection-0.5.1__body__1a2b3c4d
     """
-    from featdel.core.progress import show_task, task_list
+    from featdel.cli.summaries import show_task, task_list
     from featdel.core.rundir import RunDir
 
     with cli_errors(verbose):
@@ -474,10 +436,11 @@ def evaluate(
 
       featdel evaluate --tasks runs/a --predictions preds.jsonl -j 2 --sandbox docker
     """
+    from featdel.cli.summaries import grade_summary
+    from featdel.core.progress import StepProgress
+    from featdel.core.rundir import RunDir
     from featdel.grading.evaluate import evaluate as grade_all
     from featdel.grading.evaluate import read_predictions
-    from featdel.core.progress import StepProgress, grade_summary
-    from featdel.core.rundir import RunDir
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
@@ -493,9 +456,10 @@ def evaluate(
 
 def _mine_stage(entries, out: Path, backend, limits, workers: int, executor=None) -> None:
     """Mine with a progress bar, print the table, exit 1 when nothing usable was mined."""
-    from featdel.pipeline.mine import mine as run_mine
-    from featdel.core.progress import StepProgress, repo_table
+    from featdel.cli.summaries import repo_table
+    from featdel.core.progress import StepProgress
     from featdel.core.records import RepoStatus
+    from featdel.pipeline.mine import mine as run_mine
 
     with StepProgress("mining", [e.source for e in entries]) as progress:
         records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step,

@@ -40,7 +40,7 @@ def monitor(
     """
     import json
 
-    from featdel.cli.main import cli_errors
+    from featdel.cli.options import cli_errors
     from featdel.core.errors import FeatdelError
 
     with cli_errors(verbose):
@@ -108,18 +108,18 @@ def solve(
 
       featdel solve --tasks runs/a --ids next.txt --policy ckpt/step-400 --out preds.jsonl -j 2
     """
-    from featdel.cli.main import cli_errors
+    from featdel.cli.options import cli_errors
     from featdel.core.errors import FeatdelError
 
     with cli_errors(verbose):
         if (policy is None) == (agent_url is None) or (agent_url is not None and not agent_model):
             raise FeatdelError("give either --agent-url URL --agent-model NAME, or --policy CHECKPOINT")
         from featdel.agent.episode import EpisodeConfig
+        from featdel.agent.solve import ChatLearner, PolicyLearner
+        from featdel.agent.solve import solve as run_solve
         from featdel.core.progress import StepProgress
         from featdel.core.rundir import RunDir
         from featdel.sandboxes import get_backend
-        from featdel.agent.solve import ChatLearner, PolicyLearner, load_policy
-        from featdel.agent.solve import solve as run_solve
 
         RunDir(tasks).need(RunDir(tasks).tasks_dir, "run `featdel package DIR` first")
         chosen = None
@@ -129,7 +129,7 @@ def solve(
             chosen = [line.strip() for line in ids.read_text().splitlines() if line.strip()]
         config = EpisodeConfig(max_turns=max_turns)
         if policy is not None:
-            learner, model = PolicyLearner(load_policy(policy), config), str(policy)
+            learner, model = PolicyLearner(_load_policy(policy), config), str(policy)
         else:
             from featdel.core.llm import ChatClient
 
@@ -138,7 +138,7 @@ def solve(
         traj_path = trajectories or out.with_name(out.name.removesuffix(".jsonl") + "_trajectories.jsonl")
         backend = get_backend(sandbox)
         if chosen is None:
-            from featdel.pipeline.package import read_tasks
+            from featdel.core.shards import read_tasks
 
             chosen = [r["instance_id"] for r in read_tasks(tasks).select(["instance_id"]).to_pylist()]
         with StepProgress("solving", chosen) as progress:
@@ -171,3 +171,18 @@ def _solve_table(results) -> None:
 def register(app: typer.Typer) -> None:
     for command in (solve, monitor):
         app.command()(command)
+
+
+def _load_policy(checkpoint: Path):
+    """The checkpoint's policy (`featdel.trainer.policy_io.load_policy`), or a one-line error."""
+    from featdel.core.errors import FeatdelError
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise FeatdelError("--policy needs torch: pip install 'featdel[train]'") from None
+    if not Path(checkpoint).exists():
+        raise FeatdelError(f"--policy {checkpoint} does not exist: give a checkpoint `featdel train` wrote")
+    from featdel.trainer.policy_io import load_policy
+
+    return load_policy(checkpoint)

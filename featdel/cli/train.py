@@ -45,7 +45,7 @@ def train(
 
       torchrun --nproc-per-node 2 $(which featdel) train --tasks runs/demo --preset debug --out runs/t2
     """
-    from featdel.cli.main import cli_errors
+    from featdel.cli.options import cli_errors
 
     with cli_errors(verbose):
         try:

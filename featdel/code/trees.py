@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from featdel.code import hostgit
-from featdel.env.sources import commit_tree, git
+from featdel.code.git import commit_tree, git
 
 JUNK_DIRS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox", "build",
              "dist", ".hypothesis", ".eggs", ".pytype", ".pyre", ".git"}

@@ -27,3 +27,7 @@ class RunDirError(FeatdelError):
 
 class PublishError(FeatdelError):
     """A dataset could not be published to or fetched from the Hub (token, network, layout)."""
+
+
+class TrainError(FeatdelError):
+    """A training run cannot start or continue as asked."""

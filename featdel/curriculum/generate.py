@@ -49,12 +49,12 @@ def steer_delete(run_dir: Path, model: DifficultyModel, *, target: float, learne
                  on_step: Callable[[str, str], None] = lambda repo, step: None) -> int:
     """Steered deletions for every mined repo not yet done; returns how many were made."""
     from featdel.code.coverage_map import CoverageMap
-    from featdel.pipeline.delete import candidates
-    from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete
-    from featdel.deletion.base import deletion_id
+    from featdel.code.trees import extract
     from featdel.core.records import Verdict, VerdictStatus
     from featdel.core.rundir import RunDir
-    from featdel.code.trees import extract
+    from featdel.deletion import STRATEGIES, NotApplicable, RolledBack, delete
+    from featdel.deletion.base import deletion_id
+    from featdel.pipeline.delete import candidates
 
     rd = RunDir(run_dir)
     names = [n for n in strategies if n != "combine"]
@@ -141,9 +141,9 @@ def annotate_combined(run_dir: Path, model: DifficultyModel, *, target: float, l
 def history_model(history: list[Path], learner: str) -> DifficultyModel:
     """The learner's difficulty model, fitted on its attempts in each run's curriculum.duckdb
     against that run's packaged tasks."""
-    from featdel.curriculum import model, posterior
     from featdel.core import store
     from featdel.core.errors import FeatdelError
+    from featdel.curriculum import model, posterior
 
     obs = []
     for run in history:
@@ -161,10 +161,10 @@ def history_model(history: list[Path], learner: str) -> DifficultyModel:
 def steered_delete(out: Path, *, learner: str | None, target: float, history: list[Path], strategies: list[str] | None,
                    max_candidates: int, seed: int, backend) -> DifficultyModel:
     """The delete stage of `featdel run --target-pass-rate`, with a progress display."""
-    from featdel.deletion import STRATEGIES
     from featdel.core.errors import FeatdelError
     from featdel.core.progress import StepProgress
     from featdel.core.rundir import RunDir
+    from featdel.deletion import STRATEGIES
     from featdel.pipeline.verify import RepoContext, make_check
 
     if not learner:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from featdel.core.store import Outcome
 from featdel.core.errors import FeatdelError
+from featdel.core.store import Outcome
 
 _GRID = np.linspace(0.0, 1.0, 2001)
 BUCKETS = ((1, 9), (10, 29), (30, 99), (100, 10**9))
@@ -83,8 +83,8 @@ def bucket(difficulty: dict) -> str:
 
 def task_rows(run_dir: Path) -> list[dict]:
     """The packaged tasks' rows (instance_id, repo, strategy, difficulty, ...)."""
-    from featdel.pipeline.package import read_tasks
     from featdel.core.rundir import RunDir
+    from featdel.core.shards import read_tasks
 
     RunDir(run_dir).need(RunDir(run_dir).tasks_dir, f"run `featdel package {run_dir}` first")
     return read_tasks(run_dir).drop_columns(["patch", "deletion_patch", "test_patch", "problem_statement"]).to_pylist()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from featdel.curriculum import model, posterior, sampler
 from featdel.core import store
+from featdel.curriculum import model, posterior, sampler
 
 
 def load_stats(run: Path, db: Path, *, learner: str | None) -> list[posterior.TaskStats]:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from featdel.core import store
 from featdel.curriculum import model as dm
 from featdel.curriculum import posterior, sampler, steer
-from featdel.core import store
 
 TRUE_WEIGHTS = {"deleted_lines": 0.6, "cyclomatic": 0.5, "fail_to_pass": 0.2, "files": 0.5}
 STRIPPED, HIDDEN = 0.9, 0.9

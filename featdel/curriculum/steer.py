@@ -97,8 +97,8 @@ def identifier_counts(root: Path) -> Counter:
 
 def estimate(candidate, original: Path, counts: Counter, typical_similarity: float) -> dict:
     """Difficulty features a candidate's deletion would have, before it is made."""
-    from featdel.deletion.difficulty import cyclomatic
     from featdel.code.spans import symbols
+    from featdel.deletion.difficulty import cyclomatic
 
     source = (original / candidate.path).read_bytes()
     text, lines = source.decode(errors="replace"), len(source.splitlines())

@@ -3,11 +3,11 @@
 `delete(root, candidate, "body", check=..., keep_docstrings=True, seed=0)` returns a `Deletion`
 or raises `NotApplicable` (its subclass `RolledBack` when the caller's check refused every step).
 `STRATEGIES` maps names to `Strategy` objects; `choose` picks (candidate, strategy) pairs from a
-seeded rng; `import_check` is a real check for tests and trusted local runs.
+seeded rng. The callers bring the check: the pipeline's sandboxed build check
+(`featdel.pipeline.context`), or the unsandboxed `tests/importcheck.py` in the tests.
 """
 
 from featdel.deletion.base import Check, Edits, NotApplicable, RolledBack, Strategy, UnknownStrategy
-from featdel.env.importcheck import import_check
 from featdel.deletion.registry import STRATEGIES, choose, delete, strategy
 
 __all__ = [
@@ -20,6 +20,5 @@ __all__ = [
     "UnknownStrategy",
     "choose",
     "delete",
-    "import_check",
     "strategy",
 ]

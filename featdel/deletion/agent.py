@@ -30,6 +30,8 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from featdel.agent import protocol
+from featdel.code.spans import is_test_path
+from featdel.core.records import Candidate, Deletion
 from featdel.deletion.base import (
     Check,
     Edits,
@@ -41,8 +43,6 @@ from featdel.deletion.base import (
     passes,
 )
 from featdel.deletion.observed import observe
-from featdel.core.records import Candidate, Deletion
-from featdel.code.spans import is_test_path
 
 MAX_TREE_LINES = 300  # files listed in the first message
 MAX_TESTS_SHOWN = 40

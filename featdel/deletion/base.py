@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from featdel.code.spans import Symbol, has_syntax_error, is_test_path, parse, python_files, symbols
 from featdel.core.errors import FeatdelError
 from featdel.core.records import Candidate, Deletion
-from featdel.code.spans import Symbol, has_syntax_error, is_test_path, parse, python_files, symbols
 
 Edits = dict[str, str | None]
 Check = Callable[[Edits], "bool | str"]

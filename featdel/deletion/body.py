@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from featdel.core.records import Candidate, Deletion
 from featdel.deletion.base import (
     Check,
     KindStrategy,
@@ -30,7 +31,6 @@ from featdel.deletion.base import (
     target_symbols,
 )
 from featdel.deletion.splice import Lines, Splice, apply, owned_rows, statement_node
-from featdel.core.records import Candidate, Deletion
 
 STUB = b"raise NotImplementedError"
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from featdel.deletion.base import Tree
 from featdel.code.imports import imports_of, module_name
 from featdel.code.spans import Symbol, is_test_path
+from featdel.deletion.base import Tree
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ import random
 import re
 from pathlib import Path
 
-from featdel.deletion.base import NotApplicable
 from featdel.core.records import Candidate, Deletion
+from featdel.deletion.base import NotApplicable
 
 
 def _rows(text: str) -> list[str]:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from featdel.deletion.quality import similarity
-from featdel.core.records import Deletion
 from featdel.code.spans import parse, python_files
+from featdel.core.records import Deletion
+from featdel.deletion.quality import similarity
 
 _DECISIONS = {"if_statement", "elif_clause", "for_statement", "while_statement", "except_clause",
               "with_statement", "boolean_operator", "conditional_expression", "for_in_clause",

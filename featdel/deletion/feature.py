@@ -22,6 +22,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from featdel.code.imports import module_name
+from featdel.core.records import Candidate, Deletion
 from featdel.deletion.base import (
     Check,
     KindStrategy,
@@ -34,11 +36,9 @@ from featdel.deletion.base import (
 )
 from featdel.deletion.body import replaced, stub_splices
 from featdel.deletion.callgraph import Helper, file_imports, helpers_for, only_used_by, public_helpers
-from featdel.code.imports import module_name
 from featdel.deletion.remove import cut
 from featdel.deletion.splice import Lines, statement_node
 from featdel.deletion.wiring import Plan, find
-from featdel.core.records import Candidate, Deletion
 
 
 def _drop_imports(plan: Plan, helper: Helper, tree: Tree) -> None:

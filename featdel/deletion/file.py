@@ -15,11 +15,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from featdel.code.imports import loads, module_name
+from featdel.code.spans import is_test_path
+from featdel.core.records import Candidate, Deletion
 from featdel.deletion.base import Check, KindStrategy, NotApplicable, RolledBack, Tree, make_deletion, passes
 from featdel.deletion.callgraph import file_imports
-from featdel.code.imports import loads, module_name
-from featdel.core.records import Candidate, Deletion
-from featdel.code.spans import is_test_path
 
 NEVER = frozenset({"__init__.py", "__main__.py", "conftest.py", "setup.py"})
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from featdel.deletion.base import Edits, Tree
 from featdel.code.gone import deleted_names
 from featdel.code.imports import module_name
-from featdel.deletion.splice import Lines, snippet, statement_node
 from featdel.code.spans import Symbol, has_syntax_error, is_test_path, symbols
+from featdel.deletion.base import Edits, Tree
+from featdel.deletion.splice import Lines, snippet, statement_node
 
 _STUBS = ("pass", "...", "raise NotImplementedError", "raise NotImplementedError()")
 

@@ -29,13 +29,13 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
+from featdel.code.spans import Symbol, has_syntax_error, is_test_path, parse, python_files, symbols
+from featdel.core.records import Deletion
 from featdel.deletion.base import NotApplicable
+from featdel.deletion.body import is_docstring
 from featdel.deletion.equal_stub import EQUAL_LABELS, module_names
 from featdel.deletion.equal_stub import body as equal_body
-from featdel.deletion.body import is_docstring
 from featdel.deletion.splice import DEFINITIONS, Lines, Splice, apply, owned_rows, statement_node
-from featdel.core.records import Deletion
-from featdel.code.spans import Symbol, has_syntax_error, is_test_path, parse, python_files, symbols
 
 MAX_SIMILARITY = 0.9  # the verify stage rejects a task whose score is at or above it
 MIN_TOKENS = 20  # bodies shorter than this (about three short lines) are never compared

@@ -15,6 +15,7 @@ import random
 from collections.abc import Iterable
 from pathlib import Path
 
+from featdel.core.records import Candidate, Deletion
 from featdel.deletion.agent import AgentStrategy
 from featdel.deletion.base import Check, Strategy, UnknownStrategy
 from featdel.deletion.body import BodyStrategy
@@ -22,7 +23,6 @@ from featdel.deletion.combine import CombineStrategy
 from featdel.deletion.feature import FeatureStrategy
 from featdel.deletion.file import FileStrategy
 from featdel.deletion.remove import RemovalStrategy
-from featdel.core.records import Candidate, Deletion
 
 STRATEGIES: dict[str, Strategy] = {
     "body": BodyStrategy(),

@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from featdel.code.spans import Symbol
+from featdel.core.records import Candidate, Deletion
 from featdel.deletion.base import (
     Check,
     KindStrategy,
@@ -28,8 +30,6 @@ from featdel.deletion.base import (
 )
 from featdel.deletion.splice import Lines, Splice, apply, removal, snippet, statement_node
 from featdel.deletion.wiring import Plan, find
-from featdel.core.records import Candidate, Deletion
-from featdel.code.spans import Symbol
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from featdel.deletion.base import NotApplicable
 from featdel.code.spans import Symbol
+from featdel.deletion.base import NotApplicable
 
 DEFINITIONS = ("decorated_definition", "function_definition", "class_definition")
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from featdel.deletion.splice import statement_node
-from featdel.core.records import Deletion
 from featdel.code.spans import Symbol, parse, symbols
+from featdel.core.records import Deletion
+from featdel.deletion.splice import statement_node
 
 
 def _module(path: str) -> str:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from featdel.code.imports import module_name
 from featdel.deletion.base import Tree, decode
 from featdel.deletion.callgraph import file_imports
-from featdel.code.imports import module_name
 from featdel.deletion.splice import Splice, apply, removal
 
 

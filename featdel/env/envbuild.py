@@ -30,51 +30,18 @@ import tarfile
 import tempfile
 import tomllib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import ClassVar
 
 from featdel.core.errors import EnvBuildError
-from featdel.core.records import Recipe, from_dict
+from featdel.core.records import Recipe
+from featdel.core.shards import EnvRow, env_rows, image_tag
 
 TESTBED = Path("/testbed")  # the tree under test inside an image (SWE-bench's convention)
 VENV = Path("/opt/featdel/venv")
-IMAGE_REPOSITORY = "featdel-env"
 BACKENDS = ("local", "docker")
 _DEFAULT_BUILD_REQUIRES = ["setuptools>=40.8.0", "wheel"]  # PEP 517's fallback
-
-
-def image_tag(env_id: str) -> str:
-    """The docker image of an env: a pure function of `env_id`, so the shards can name it."""
-    tag = re.sub(r"[^A-Za-z0-9_.-]", "-", env_id).lstrip(".-")[:128] or "env"
-    return f"{IMAGE_REPOSITORY}:{tag}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class EnvRow:
-    """One row of `envs/*.parquet`, typed. `lock` is empty for shards made before locks."""
-
-    env_id: str
-    repo: str
-    base_commit: str
-    python: str
-    install: list[list[str]]
-    test_cmd: list[str]
-    package_dirs: list[str]
-    snapshot: bytes = field(repr=False)
-    lock: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_row(cls, row: dict) -> EnvRow:
-        return cls(env_id=row["env_id"], repo=row["repo"], base_commit=row["base_commit"], python=row["python"],
-                   install=[list(a) for a in row["install"]], test_cmd=list(row["test_cmd"]),
-                   package_dirs=list(row["package_dirs"]), snapshot=row["snapshot"],
-                   lock=list(row.get("lock") or []))
-
-    def recipe(self) -> Recipe:
-        # from_dict drops keys this featdel's Recipe lacks (an older one has no `lock`).
-        return from_dict(Recipe, {"python": self.python, "install": self.install, "test_cmd": self.test_cmd,
-                                  "package_dirs": self.package_dirs, "lock": self.lock})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,8 +74,8 @@ class ImageEnv:
 
 def image_env(row: EnvRow) -> ImageEnv | None:
     """The graded form of a docker-built env, or None when its image is not on this engine."""
-    from featdel.sandboxes import images
     from featdel.env.sources import cache_root
+    from featdel.sandboxes import images
 
     name = image_tag(row.env_id)
     if images.engine_reason() is not None or not images.image_exists(name):
@@ -119,18 +86,7 @@ def image_env(row: EnvRow) -> ImageEnv | None:
 
 
 def read_rows(run_dir: Path, only: str | None = None) -> list[EnvRow]:
-    from featdel.core.errors import RunDirError
-    from featdel.pipeline.package import read_envs
-    from featdel.core.rundir import RunDir
-
-    rd = RunDir(run_dir)
-    rd.need(rd.envs_dir, f"no envs/ in {run_dir}: run `featdel package` there, or `featdel fetch` a dataset")
-    rows = [EnvRow.from_row(r) for r in read_envs(run_dir).to_pylist()]
-    if only is not None:
-        rows = [r for r in rows if r.env_id == only]
-        if not rows:
-            raise RunDirError(f"no environment {only} in {run_dir}/envs")
-    return rows
+    return env_rows(run_dir, only)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

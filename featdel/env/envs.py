@@ -18,7 +18,6 @@ sandboxed).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from featdel.core.errors import EnvBuildError
 from featdel.core.records import Recipe
+from featdel.core.shards import env_id
 from featdel.env.sources import PinnedSource, cache_root, checkout
 
 
@@ -64,13 +64,6 @@ class Env:
 
 def env_dir(source: PinnedSource, recipe: Recipe) -> Path:
     return cache_root() / "envs" / f"{source.name}-{source.commit[:12]}-{recipe.key()}"
-
-
-def env_id(name: str, commit: str, recipe: Recipe) -> str:
-    """Content-addressed id of a built env: what is installed, not how it was asked for."""
-    blob = json.dumps({"repo": name, "commit": commit, "python": recipe.python, "lock": recipe.lock},
-                      sort_keys=True).encode()
-    return f"{name}-{hashlib.sha256(blob).hexdigest()[:16]}"
 
 
 def load(root: Path) -> Env | None:

@@ -18,8 +18,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from featdel.core.records import Recipe
 from featdel.code.spans import is_test_path
+from featdel.core.records import Recipe
 
 _TEST_EXTRA = re.compile(r"^(test|tests|testing|dev|develop|development)$", re.I)
 _NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks",

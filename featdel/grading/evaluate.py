@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featdel.core.errors import RunDirError
-from featdel.grading.grade import GradeResult, GradeStatus, GradeTask, grade
 from featdel.core.records import append_jsonl, read_jsonl
 from featdel.core.rundir import RunDir
+from featdel.grading.grade import GradeResult, GradeStatus, GradeTask, grade
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,44 +65,42 @@ def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None,
                backend=None) -> dict[str, GradeTask | str]:
     """Grading tasks by instance id, or why one cannot be graded here (its env is missing).
     With the docker backend, an image `featdel env build --backend docker` made for the env
-    (`envbuild.image_tag(env_id)`) is used first; otherwise the env in this machine's cache."""
-    from featdel.pipeline.package import read_envs, read_tasks
+    (`shards.image_tag(env_id)`) is used first; otherwise the env in this machine's cache."""
+    from featdel.core import shards
 
     RunDir(run_dir).need(RunDir(run_dir).tasks_dir, f"run `featdel package {run_dir}` first")
-    env_rows = {row["env_id"]: row for row in read_envs(run_dir).to_pylist()}
+    envs = {row.env_id: row for row in shards.env_rows(run_dir)}
     docker = getattr(backend, "name", "") == "docker"
     out: dict[str, GradeTask | str] = {}
     loaded: dict[str, tuple] = {}
-    for row in read_tasks(run_dir).to_pylist():
-        env_id = row["env_id"]
-        if env_id not in loaded and env_id in env_rows:
-            loaded[env_id] = _find_env(env_rows[env_id], row["image_name"], docker)
-            (workdir / f"{env_id}.tar.gz").write_bytes(env_rows[env_id]["snapshot"])
-        env, image = loaded.get(env_id, (None, None))
+    for row in shards.task_rows(run_dir):
+        if row.env_id not in loaded and row.env_id in envs:
+            loaded[row.env_id] = _find_env(envs[row.env_id], row.image_name, docker)
+            (workdir / f"{row.env_id}.tar.gz").write_bytes(envs[row.env_id].snapshot)
+        env, image = loaded.get(row.env_id, (None, None))
         if env is None:
-            out[row["instance_id"]] = (f"environment {env_id} is not built on this machine: run "
-                                       f"`featdel env build {run_dir}`" + (" --backend docker" if docker else ""))
+            out[row.instance_id] = (f"environment {row.env_id} is not built on this machine: run "
+                                    f"`featdel env build {run_dir}`" + (" --backend docker" if docker else ""))
             continue
-        out[row["instance_id"]] = GradeTask(
-            instance_id=row["instance_id"], env=env, snapshot=workdir / f"{env_id}.tar.gz",
-            deletion_patch=row["deletion_patch"], test_patch=row["test_patch"] or "", gold_patch=row["patch"],
-            fail_to_pass=list(row["FAIL_TO_PASS"]), pass_to_pass=list(row["PASS_TO_PASS"]),
-            image=image, timeout_s=timeout_s or row.get("timeout_s") or 600.0)
+        out[row.instance_id] = GradeTask(
+            instance_id=row.instance_id, env=env, snapshot=workdir / f"{row.env_id}.tar.gz",
+            deletion_patch=row.deletion_patch, test_patch=row.test_patch or "", gold_patch=row.patch,
+            fail_to_pass=list(row.FAIL_TO_PASS), pass_to_pass=list(row.PASS_TO_PASS),
+            image=image, timeout_s=timeout_s or row.timeout_s or 600.0)
     return out
 
 
-def _find_env(env_row: dict, image_name: str | None, docker: bool) -> tuple:
-    """(env, image) for one env row: an image built from the row (docker), else the env in the
+def _find_env(env_row, image_name: str | None, docker: bool) -> tuple:
+    """(env, image) for one `EnvRow`: an image built from the row (docker), else the env in the
     cache, run in the task's recorded image when this engine has it (else the base image)."""
-    from featdel.env import envbuild
-    from featdel.env import envs
+    from featdel.env import envbuild, envs
     from featdel.env.sources import cache_root
 
     if docker:
-        baked = envbuild.image_env(envbuild.EnvRow.from_row(env_row))
+        baked = envbuild.image_env(env_row)
         if baked is not None:
             return baked, baked.image
-    env = envs.load(cache_root() / "envs" / env_row["env_id"])
+    env = envs.load(cache_root() / "envs" / env_row.env_id)
     if env is None or not docker or not image_name:
         return env, None
     from featdel.sandboxes import images

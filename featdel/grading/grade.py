@@ -30,12 +30,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from featdel.grading import canaries
-from featdel.grading import tamper
 from featdel.code import trees
-from featdel.env.envs import Env
-from featdel.core.errors import SandboxError
 from featdel.code.spans import is_doctest, is_test_path
+from featdel.core.errors import SandboxError
+from featdel.env.envs import Env
+from featdel.grading import canaries, tamper
 
 # Files whose content always comes from the task, whatever the patch does to them.
 # Every file name pytest reads as configuration (pytest 9 adds pytest.toml and .pytest.toml).

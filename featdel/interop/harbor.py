@@ -28,7 +28,8 @@ import tempfile
 from pathlib import Path
 
 from featdel.code import trees
-from featdel.env.envbuild import TESTBED, image_tag
+from featdel.core.shards import image_tag
+from featdel.env.envbuild import TESTBED
 from featdel.interop.swebench import eval_script
 
 _TEST_SH = """#!/bin/bash
@@ -140,8 +141,8 @@ def write_task(task: dict, env: dict, dest: Path) -> Path:
 
 def export(run_dir: Path, out: Path) -> int:
     """Write one folder per task under `out`; return how many."""
-    from featdel.pipeline.package import read_envs, read_tasks
     from featdel.core.rundir import RunDir
+    from featdel.core.shards import read_envs, read_tasks
 
     RunDir(run_dir).need(RunDir(run_dir).tasks_dir, f"run `featdel package {run_dir}` first")
     envs = {e["env_id"]: e for e in read_envs(run_dir).to_pylist()}

@@ -32,7 +32,7 @@ _PATTERNS = ["README.md", "tasks/*.parquet", "envs/*.parquet"]
 
 def write_layout(run_dir: Path, folder: Path, repo_id: str) -> Path:
     """The Hub folder for `run_dir` (replacing an earlier one's data files)."""
-    from featdel.pipeline.package import read_envs, read_tasks
+    from featdel.core.shards import read_envs, read_tasks
 
     rd = RunDir(run_dir)
     rd.need(rd.tasks_dir, f"run `featdel package {run_dir}` first")
@@ -157,7 +157,7 @@ def publish(run_dir: Path, repo_id: str, *, private: bool = False, dry_run: Path
 def fetch(source: str, out: Path) -> tuple[int, int]:
     """Download a published dataset (ORG/NAME, or a local folder in the Hub's layout) into run
     directory `out`; return (tasks, envs)."""
-    from featdel.pipeline.package import read_envs, read_tasks
+    from featdel.core.shards import read_envs, read_tasks
 
     local = Path(source).expanduser()
     if local.is_dir():

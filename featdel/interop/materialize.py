@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from featdel.core.errors import RunDirError
-from featdel.pipeline.package import read_envs, read_tasks
 from featdel.code.trees import start_state
+from featdel.core.errors import RunDirError
+from featdel.core.shards import read_envs, read_tasks
 
 
 def load_task(run_dir: Path, instance_id: str) -> tuple[dict, dict]:

@@ -31,7 +31,8 @@ from importlib import resources
 from pathlib import Path
 
 from featdel.code import trees
-from featdel.env.envbuild import TESTBED, VENV, image_tag
+from featdel.core.shards import image_tag
+from featdel.env.envbuild import TESTBED, VENV
 from featdel.grading.grade import MAX_IDS_ON_COMMAND_LINE, PROTECTED_NAMES, protected
 
 _RESTORE = """import base64, io, os, sys, tarfile
@@ -158,7 +159,7 @@ def eval_script(task: dict, env: dict) -> str:
 
 def rows(run_dir: Path) -> list[dict]:
     """SWE-bench rows for every task of the run (see the module docstring)."""
-    from featdel.pipeline.package import read_envs, read_tasks
+    from featdel.core.shards import read_envs, read_tasks
 
     envs = {e["env_id"]: e for e in read_envs(run_dir).to_pylist()}
     out = []

@@ -33,11 +33,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from featdel.grading import tamper
 from featdel.agent.trajectory import Trajectory, Turn
 from featdel.agent.workspace import patch_paths
-from featdel.grading.grade import protected
 from featdel.code.spans import is_test_path
+from featdel.grading import tamper
+from featdel.grading.grade import protected
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featdel.code.coverage_map import CoverageMap
+from featdel.code.spans import is_test_path
 from featdel.core.records import Candidate, Deletion, RepoRecord, Verdict, VerdictStatus
 from featdel.core.rundir import RunDir
-from featdel.code.spans import is_test_path
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -71,9 +71,9 @@ def delete_repo(
 ) -> list[Deletion]:
     """Deletions for one mined repo; `check_factory(original_tree)` gives the strategies' check;
     `strategy_options` configures the strategies that need it (featdel.deletion.registry)."""
+    from featdel.code.trees import extract
     from featdel.deletion import NotApplicable, RolledBack, choose, delete
     from featdel.deletion.base import deletion_id
-    from featdel.code.trees import extract
 
     rd = RunDir(run_dir)
     cmap = CoverageMap.load(rd.coverage(record.name))
@@ -141,8 +141,8 @@ def combine_all(run_dir: Path, *, seed: int = 0, max_per_repo: int = 3) -> list[
     those not yet in the run to `deletions.jsonl`, for a second verify pass. Deterministic in the
     seed and the verified set, so a resumed run adds nothing twice. A repository with fewer than
     two verified deletions gets a refusal verdict (not a candidate)."""
-    from featdel.deletion.combine import combine
     from featdel.code.trees import extract
+    from featdel.deletion.combine import combine
 
     rd = RunDir(run_dir)
     deletions = {d.deletion_id: d for d in rd.deletions()}

@@ -19,30 +19,14 @@ run which it has; a repository no node has goes anywhere and comes back `broken`
 
 from __future__ import annotations
 
-import hashlib
-import os
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
 from featdel.core.errors import FeatdelError
+from featdel.core.parallel import thread_map
 from featdel.core.records import Deletion, RepoRecord, Verdict
-
-# Test hook: "DELETION_ID=MARKER" makes the first try of that candidate kill its Ray worker
-# (os._exit) after writing its pid to MARKER, to show the retry (tests/test_executor_ray.py).
-DIE_ONCE_VAR = "FEATDEL_RAY_DIE_ONCE"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Mined:
-    """One mining result: the record, and the run-directory files the driver must write
-    (relative paths; empty when the work ran in the driver and wrote them itself)."""
-
-    record: RepoRecord
-    files: dict[str, bytes] = field(default_factory=dict)
-    scratch: str = ""  # the worker's scratch run directory, named in the record's reason
+from featdel.pipeline.shipping import Mined
 
 
 class Executor(Protocol):
@@ -62,19 +46,11 @@ class LocalExecutor:
     def __init__(self, jobs: int = 1):
         self.jobs = max(1, jobs)
 
-    def _run(self, fn: Callable, items: list) -> Iterator:
-        pool = ThreadPoolExecutor(max_workers=self.jobs)
-        try:
-            for future in as_completed([pool.submit(fn, item) for item in items]):
-                yield future.result()
-        finally:  # interrupted: items not started yet are dropped (redone on resume)
-            pool.shutdown(wait=True, cancel_futures=True)
-
     def mine(self, entries, run_dir, *, backend, thresholds, on_step):
         from featdel.pipeline.mine import mine_one
 
-        yield from self._run(lambda e: Mined(record=mine_one(e, run_dir, backend=backend, thresholds=thresholds,
-                                                              on_step=on_step)), entries)
+        yield from thread_map(lambda e: Mined(record=mine_one(e, run_dir, backend=backend, thresholds=thresholds,
+                                                               on_step=on_step)), entries, self.jobs)
 
     def verify(self, deletions, run_dir, records, *, backend, opts, on_step):
         from featdel.pipeline.verify import verify_in
@@ -85,7 +61,7 @@ class LocalExecutor:
             on_step(deletion.deletion_id, "verifying")
             return verify_in(contexts, run_dir, records, deletion, backend, opts)
 
-        yield from self._run(work, deletions)
+        yield from thread_map(work, deletions, self.jobs)
 
 
 def get_executor(name: str = "local", *, address: str | None = None, jobs: int = 1) -> Executor:
@@ -100,60 +76,3 @@ def get_executor(name: str = "local", *, address: str | None = None, jobs: int =
 
         return RayExecutor(address=address, num_cpus=jobs)
     raise FeatdelError(f"unknown executor {name!r}: choose local or ray")
-
-
-def sandbox_spec(backend) -> tuple[str, bool]:
-    """(backend name, unsafe) from which a worker rebuilds the driver's sandbox backend."""
-    name = getattr(backend, "name", "local")
-    return ("local", True) if name == "unsafe" else (name, False)
-
-
-def repo_files(run_dir: Path, name: str) -> dict[str, bytes]:
-    """The run-directory files a worker needs to verify `name`'s deletions (relative paths)."""
-    from featdel.core.rundir import RunDir
-
-    rd = RunDir(run_dir)
-    paths = (rd.snapshot(name), rd.baseline(name), rd.coverage(name))
-    return {p.relative_to(run_dir).as_posix(): p.read_bytes() for p in paths}
-
-
-def files_digest(files: dict[str, bytes]) -> str:
-    h = hashlib.sha256()
-    for rel in sorted(files):
-        h.update(rel.encode() + b"\0" + hashlib.sha256(files[rel]).digest())
-    return h.hexdigest()[:24]
-
-
-def write_files(run_dir: Path, files: dict[str, bytes]) -> None:
-    """Write files a worker returned under `run_dir` (each atomically; never outside it)."""
-    root = run_dir.resolve()
-    for rel, data in sorted(files.items()):
-        path = (root / rel).resolve()
-        if not path.is_relative_to(root) or path == root:
-            raise FeatdelError(f"a worker returned a file outside the run directory: {rel!r}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-
-
-def unpacked(files: dict[str, bytes]) -> Path:
-    """A node-local run directory holding `files`, unpacked once per content (a worker's copy
-    of what verification reads; never the driver's run directory)."""
-    from featdel.env.sources import cache_root
-
-    root = cache_root() / "ray-runs" / files_digest(files)
-    if (root / ".complete").exists():
-        return root
-    import shutil
-    import tempfile
-
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=root.parent))
-    write_files(tmp, files)
-    (tmp / ".complete").write_text("")
-    try:
-        tmp.rename(root)
-    except OSError:  # another worker on this node unpacked it first
-        shutil.rmtree(tmp, ignore_errors=True)
-    return root

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from featdel.core.errors import FeatdelError
-from featdel.pipeline.executor import DIE_ONCE_VAR, Mined, repo_files, sandbox_spec, unpacked
 from featdel.core.records import Deletion, RepoRecord, RepoStatus, Verdict, VerdictStatus
+from featdel.pipeline.shipping import Mined, repo_files, sandbox_spec, unpacked
 
 _BACKENDS: dict[tuple[str, bool], object] = {}  # per worker process
 _CONTEXTS: dict[str, dict] = {}  # per worker process: unpacked run dir -> {repo: RepoContext | reason}
@@ -35,12 +35,8 @@ def _backend(spec: tuple[str, bool]):
     return _BACKENDS[spec]
 
 
-def verify_task(record: RepoRecord, files: dict[str, bytes], deletion: Deletion, opts, spec: tuple[str, bool],
-                die_once: tuple[str, str] | None) -> Verdict:
+def verify_task(record: RepoRecord, files: dict[str, bytes], deletion: Deletion, opts, spec: tuple[str, bool]) -> Verdict:
     """One candidate on a worker: its repo's files unpacked on this node, then `verify_in`."""
-    if die_once and die_once[0] == deletion.deletion_id and not os.path.exists(die_once[1]):
-        Path(die_once[1]).write_text(str(os.getpid()))
-        os._exit(3)  # a worker killed mid-candidate (the test hook): Ray must retry the candidate
     from featdel.pipeline.verify import verify_in
 
     run_dir = unpacked(files)
@@ -82,8 +78,6 @@ class RayExecutor:
         except ImportError:
             raise FeatdelError("--executor ray needs Ray: pip install 'featdel[ray]'") from None
         self.address, self.num_cpus, self.max_retries = address, max(1, num_cpus), max_retries
-        die = os.environ.get(DIE_ONCE_VAR, "")
-        self.die_once = tuple(die.split("=", 1)) if "=" in die else None
 
     def _ray(self):
         import ray
@@ -167,7 +161,7 @@ class RayExecutor:
         def submit(d: Deletion):
             where = {"scheduling_strategy": next(homes[d.repo])} if d.repo in homes else {}
             placed = task.options(max_retries=self.max_retries, num_cpus=1, **where)
-            return placed.remote(records[d.repo], files[d.repo], d, opts, spec, self.die_once)
+            return placed.remote(records[d.repo], files[d.repo], d, opts, spec)
 
         def lost(d: Deletion, why: str) -> Verdict:
             return Verdict(deletion_id=d.deletion_id, repo=d.repo, strategy=d.strategy, target=d.target,

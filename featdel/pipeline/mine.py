@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from featdel.env.corpus import CorpusEntry
 from featdel.core.errors import FeatdelError
 from featdel.core.records import RepoRecord, RepoStatus
 from featdel.core.rundir import RunDir
+from featdel.env.corpus import CorpusEntry
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,7 +48,8 @@ def mine(
     """Mine every entry not yet done on `executor` (featdel.pipeline.executor; default: `jobs` threads
     here); return the latest record of every entry. Only this driver writes the run directory:
     a remote worker's files come back with its record and are written here."""
-    from featdel.pipeline.executor import LocalExecutor, write_files
+    from featdel.core.parallel import thread_map
+    from featdel.pipeline.shipping import Mined, write_files
 
     run_dir = run_dir.resolve()
     rd = RunDir(run_dir)
@@ -59,8 +60,12 @@ def mine(
     for e in entries:
         if e not in todo:
             on_step(e.source, "resumed")
-    executor = executor or LocalExecutor(jobs)
-    for mined in executor.mine(todo, run_dir, backend=backend, thresholds=thresholds, on_step=on_step):
+    if executor is None:
+        results = thread_map(lambda e: Mined(record=mine_one(e, run_dir, backend=backend, thresholds=thresholds,
+                                                              on_step=on_step)), todo, jobs)
+    else:
+        results = executor.mine(todo, run_dir, backend=backend, thresholds=thresholds, on_step=on_step)
+    for mined in results:
         write_files(run_dir, mined.files)
         rd.add_repo(mined.record)
         done[mined.record.source] = mined.record
@@ -134,9 +139,7 @@ def _also(reason: str, more: str) -> str:
 
 def _attempt(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, backend, thresholds: Thresholds,
              on_step, pytest_req: str, *, all_extras: bool = False) -> RepoRecord:
-    from featdel.env import envs
-    from featdel.env import recipe
-    from featdel.env import sources
+    from featdel.env import envs, recipe, sources
 
     with tempfile.TemporaryDirectory(prefix="featdel-tree-") as tmp:
         tree = Path(tmp) / "src"
@@ -161,8 +164,8 @@ def _attempt(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, back
 
 def _repo_image(env) -> str:
     """The per-repo docker image: the base plus the interpreter and this env's venv."""
-    from featdel.sandboxes.images import build_repo_image
     from featdel.env.testrun import plugin_dir
+    from featdel.sandboxes.images import build_repo_image
 
     plugin_dir(env)  # the report plugin lives in the env, so it travels in the image
     return build_repo_image(env.root, python_prefix=env.python_prefix)

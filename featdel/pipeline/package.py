@@ -45,58 +45,18 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from featdel.deletion import difficulty
 from featdel.code import trees
-from featdel.env.envbuild import image_tag
+from featdel.core import shards
 from featdel.core.errors import RunDirError
 from featdel.core.records import Deletion, RepoRecord, Verdict, VerdictStatus
 from featdel.core.rundir import RunDir
+from featdel.core.shards import image_tag
+from featdel.deletion import difficulty
 from featdel.env.sources import public_source
-
-DIFFICULTY = pa.struct([
-    ("deleted_lines", pa.int32()), ("deleted_symbols", pa.int32()), ("files", pa.int32()),
-    ("cyclomatic", pa.int32()), ("fail_to_pass", pa.int32()), ("pass_to_pass", pa.int32()),
-    ("references", pa.int32()), ("similarity", pa.float32()), ("docstrings_kept", pa.bool_()),
-    ("tests_visible", pa.bool_()),
-])
-# `featdel run --target-pass-rate`: the knobs chosen for the task and its predicted pass rate
-# for the learner (featdel.curriculum.generate); null for tasks made without steering.
-STEERING = pa.struct([
-    ("learner", pa.string()), ("target_pass_rate", pa.float32()), ("predicted_pass_rate", pa.float32()),
-    ("strategy", pa.string()), ("docstrings_kept", pa.bool_()), ("tests_visible", pa.bool_()),
-    ("combined", pa.int32()),
-])
-TASK_SCHEMA = pa.schema([
-    ("instance_id", pa.string()), ("repo", pa.string()), ("source", pa.string()),
-    ("base_commit", pa.string()), ("environment_setup_commit", pa.string()), ("env_id", pa.string()),
-    ("patch", pa.string()), ("deletion_patch", pa.string()), ("test_patch", pa.string()),
-    ("problem_statement", pa.string()), ("hints_text", pa.string()),
-    ("FAIL_TO_PASS", pa.list_(pa.string())), ("PASS_TO_PASS", pa.list_(pa.string())),
-    ("test_cmd", pa.list_(pa.string())), ("strategy", pa.string()),
-    ("deleted_symbols", pa.list_(pa.string())), ("difficulty", DIFFICULTY),
-    ("image_name", pa.string()), ("timeout_s", pa.float32()), ("start_sha256", pa.string()),
-    ("created_at", pa.timestamp("us", tz="UTC")), ("steering", STEERING),
-])
-ENV_SCHEMA = pa.schema([
-    ("env_id", pa.string()), ("repo", pa.string()), ("source", pa.string()), ("base_commit", pa.string()),
-    ("python", pa.string()), ("install", pa.list_(pa.list_(pa.string()))), ("test_cmd", pa.list_(pa.string())),
-    ("package_dirs", pa.list_(pa.string())), ("snapshot", pa.binary()), ("lock", pa.list_(pa.string())),
-    ("license", pa.string()),
-])
-SHARD_ROWS = 1000
 
 
 def env_id(record: RepoRecord) -> str:
-    """Content-addressed from repo, commit and lock; a record mined before locks keeps the name
-    of its local build directory."""
-    from featdel.env.envs import env_id as locked_id
-
-    if record.recipe is not None and record.recipe.lock:
-        return locked_id(record.name, record.commit or "", record.recipe)
-    return Path(record.env_dir).name
+    return shards.env_id(record.name, record.commit or "", record.recipe)
 
 
 def instance_id(deletion: Deletion, *, hide_tests: bool) -> str:
@@ -122,10 +82,10 @@ def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = F
         knobs = (steering or {}).get(v.deletion_id)  # a steered task's own tests-visible knob
         row = task_row(run_dir, record, deletion, v, now, hide_tests=hide_tests if knobs is None
                        else not knobs["tests_visible"])
-        rows.append(row | {"steering": {f.name: knobs.get(f.name) for f in STEERING} if knobs else None})
+        rows.append(row | {"steering": {f.name: knobs.get(f.name) for f in shards.STEERING} if knobs else None})
     env_rows = [env_row(run_dir, r) for r in sorted(used.values(), key=lambda r: r.name)]
-    _write(rd.tasks_dir, "tasks", rows, TASK_SCHEMA)
-    _write(rd.envs_dir, "envs", env_rows, ENV_SCHEMA)
+    shards.write(rd.tasks_dir, "tasks", rows, shards.TASK_SCHEMA)
+    shards.write(rd.envs_dir, "envs", env_rows, shards.ENV_SCHEMA)
     return len(rows), len(env_rows)
 
 
@@ -222,20 +182,3 @@ def license_of(snapshot: Path) -> str:
                 if phrase in text:
                     return spdx
     return "unknown"
-
-
-def _write(folder: Path, stem: str, rows: list[dict], schema: pa.Schema) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob(f"{stem}-*.parquet"):
-        old.unlink()
-    for i in range(0, max(len(rows), 1), SHARD_ROWS):
-        table = pa.Table.from_pylist(rows[i : i + SHARD_ROWS], schema=schema)
-        pq.write_table(table, folder / f"{stem}-{i // SHARD_ROWS:05d}.parquet")
-
-
-def read_tasks(run_dir: Path) -> pa.Table:
-    return pq.read_table(RunDir(run_dir).tasks_dir, schema=TASK_SCHEMA)
-
-
-def read_envs(run_dir: Path) -> pa.Table:
-    return pq.read_table(RunDir(run_dir).envs_dir, schema=ENV_SCHEMA)

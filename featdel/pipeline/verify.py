@@ -40,19 +40,16 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.env import envs
-from featdel.code import exposure
-from featdel.code import leaks
-from featdel.deletion import quality
-from featdel.deletion import statement
-from featdel.code import trees
+from featdel.code import exposure, leaks, trees
 from featdel.code.coverage_map import CoverageMap
+from featdel.code.spans import has_syntax_error, is_doctest
 from featdel.core.errors import SandboxError
-from featdel.grading.grade import GradeStatus, GradeTask, grade
 from featdel.core.records import Deletion, RepoRecord, Verdict, VerdictStatus
 from featdel.core.rundir import RunDir
-from featdel.code.spans import has_syntax_error, is_doctest
+from featdel.deletion import quality, statement
+from featdel.env import envs
 from featdel.env.testrun import RunOptions, SuiteRun, SuiteRunner
+from featdel.grading.grade import GradeStatus, GradeTask, grade
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -292,9 +289,9 @@ def _stub_passes(ctx, deletion: Deletion, original: Path, tests: list[str], runn
 def _exposed(ctx: RepoContext, start: Path, needles: list[str], backend) -> str | None:
     """A copy of the deleted code in anything else a test run shows (featdel.code.exposure). With
     docker the system directories are the image's, not this host's: only the binds count."""
+    from featdel.env.testrun import suite_readonly
     from featdel.sandboxes.base import SandboxSpec
     from featdel.sandboxes.local import visible_roots
-    from featdel.env.testrun import suite_readonly
 
     roots = visible_roots(SandboxSpec(workdir=start, mount_at=ctx.env.src, readonly=suite_readonly(ctx.env)))
     if getattr(backend, "name", "local") != "local":
@@ -411,7 +408,7 @@ def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *,
     """Verify every deletion that has no verdict yet, on `executor` (featdel.pipeline.executor; default:
     `jobs` threads here); return all verdicts of the run. Only this driver writes verdicts, each
     deletion's at most once."""
-    from featdel.pipeline.executor import LocalExecutor
+    from featdel.core.parallel import thread_map
 
     rd = RunDir(run_dir)
     deletions = rd.deletions()
@@ -422,8 +419,17 @@ def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *,
         if d.deletion_id in done:
             on_step(d.deletion_id, "resumed")
     records = {r.name: r for r in rd.latest_repos().values()}
-    executor = executor or LocalExecutor(jobs)
-    for verdict in executor.verify(todo, run_dir, records, backend=backend, opts=opts, on_step=on_step):
+    if executor is None:
+        contexts: dict = {}
+
+        def work(deletion: Deletion) -> Verdict:
+            on_step(deletion.deletion_id, "verifying")
+            return verify_in(contexts, run_dir, records, deletion, backend, opts)
+
+        results = thread_map(work, todo, jobs)
+    else:
+        results = executor.verify(todo, run_dir, records, backend=backend, opts=opts, on_step=on_step)
+    for verdict in results:
         if verdict.deletion_id in done:
             continue
         rd.add_verdict(verdict)

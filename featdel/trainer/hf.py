@@ -65,7 +65,7 @@ class HFCodec:
 
 def load(path: Path, device: str = "cpu"):
     """(HFCausalLM, HFCodec) from a local checkpoint folder, float32."""
-    from featdel.trainer.rl_train import TrainError
+    from featdel.core.errors import TrainError
 
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -13,10 +13,10 @@ from pathlib import Path
 
 
 def load_policy(path: Path, *, temperature: float = 1.0, device: str = "cpu"):
-    from featdel.agent.policy import TransformerPolicy
+    from featdel.core.errors import TrainError
     from featdel.trainer.checkpoint import load_model
+    from featdel.trainer.policy import TransformerPolicy
     from featdel.trainer.rl_presets import preset
-    from featdel.trainer.rl_train import TrainError
 
     path = Path(path)
     if (path / "checkpoints" / "latest").is_file():

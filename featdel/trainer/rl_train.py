@@ -32,11 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.core.errors import FeatdelError
-
-
-class TrainError(FeatdelError):
-    """A training run cannot start or continue as asked."""
+from featdel.core.errors import TrainError
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -246,7 +242,7 @@ def _draw(opts: RLTrainOptions, db: Path, learner: str, tasks: dict, n: int, ste
 
 def _rollouts(my_tasks, actor, codec, backend, p, episode, seed: int, step: int) -> list:
     from featdel.agent.episode import rollouts
-    from featdel.agent.policy import TransformerPolicy
+    from featdel.trainer.policy import TransformerPolicy
 
     policy = TransformerPolicy(actor, temperature=p.temperature, codec=codec)
     base = (seed * 100_003 + step) * 1009

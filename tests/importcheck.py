@@ -1,4 +1,4 @@
-"""A real `Check` for deletion strategies: does the edited tree still compile and import?
+"""A real `Check` for deletion strategies in the tests: does the edited tree still compile and import?
 
 In: the original repository (never written) and a strategy's proposed edits. Out: True, or a
 one-line reason. Each call copies the tree into a temporary directory, applies the edits,
@@ -7,7 +7,7 @@ subprocess (`sys.executable`, argv list, timeout) with the copy first on `sys.pa
 that already failed to import in the original tree (optional dependency missing) is ignored, so
 only breakage the edit caused counts. With `collect=True` it also runs `pytest --collect-only`,
 FeatureBench's criterion. It runs the repository's import-time code unsandboxed, so it is for
-tests and trusted local runs; the verify stage brings its own sandboxed check.
+the tests only; the pipeline brings its own sandboxed check (featdel.pipeline.context).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from featdel.deletion.base import Check, Edits
 from featdel.code.imports import module_name
 from featdel.code.spans import is_test_path, python_files
+from featdel.deletion.base import Check, Edits
 
 # A module that resolves outside the copy (an editable install's finder, a site-packages copy)
 # would make every edit look harmless, R2E-Gym's no-op failure: report it, never pass it.
