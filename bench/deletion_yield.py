@@ -21,13 +21,13 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from featdel.cli.summaries import _reason_kind
 from featdel.core.rundir import RunDir
 from featdel.env.corpus import CorpusEntry, load
 from featdel.env.recipe import Overrides
-from featdel.pipeline.delete import combine_all, delete_all, delete_repo
+from featdel.pipeline.context import RepoContext, make_check
+from featdel.pipeline.delete import SeededPlanner, combine_all, delete_all, delete_repo
 from featdel.pipeline.mine import mine
-from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+from featdel.pipeline.verify import VerifyOptions, verify_all
 from featdel.sandboxes import get_backend
 
 OTHERS = ["pypi:humanize==4.11.0", "pypi:itsdangerous==2.2.0", "pypi:parse==1.20.2"]
@@ -49,7 +49,8 @@ def run(work: Path, default: list[str], others: list[str], candidates: int, jobs
             won = {v.deletion_id for v in rd.verdicts() if v.status == "verified" and v.strategy == name}
             if marker.exists() or any(d.repo == record.name and d.deletion_id in won for d in rd.deletions()):
                 continue
-            delete_repo(record, work, strategies=[name], max_candidates=3, seed=top_up_seed, keep_docstrings=True,
+            plan = SeededPlanner(strategies=[name], max_candidates=3, seed=top_up_seed)
+            delete_repo(record, work, plan=plan, max_candidates=3, seed=top_up_seed,
                         check_factory=make_check(RepoContext.load(work, record), backend))
             marker.write_text("done")
     verify_all(work, backend, VerifyOptions(), jobs=jobs)
@@ -79,7 +80,7 @@ def report(rd: RunDir, groups: dict[str, str]) -> None:
     for v in verdicts:
         group = groups.get(v.repo, "other")
         for key in ((v.strategy, group), ("all", group)):
-            if v.stage == "delete" and v.status == "rejected":
+            if v.status == "refused":
                 rows[key]["refused"] += 1
                 continue
             rows[key]["candidates"] += 1
@@ -91,10 +92,10 @@ def report(rd: RunDir, groups: dict[str, str]) -> None:
                 s["symbols"].append(len(d.deleted_symbols))
                 s["files"].append(len(d.files))
                 s["f2p"].append(len(v.FAIL_TO_PASS))
-        if v.stage == "delete" and v.status == "rejected":
-            refusals[(v.strategy, _reason_kind(v.reason))] += 1
+        if v.status == "refused":
+            refusals[(v.strategy, v.rule)] += 1
         elif v.status != "verified":
-            rejections[(v.strategy, f"{v.status}/{v.stage}: {_reason_kind(v.reason)}")] += 1
+            rejections[(v.strategy, f"{v.status}/{v.rule}")] += 1
     names = [*STRATEGIES, "combine", "all"]
     print(f"{'strategy':<9}| {'default corpus: cand refused verified yield':<44}| others: cand refused verified yield")
     for name in names:

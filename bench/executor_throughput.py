@@ -20,10 +20,11 @@ from pathlib import Path
 from featdel.core.rundir import RunDir
 from featdel.env.corpus import CorpusEntry
 from featdel.env.recipe import Overrides
+from featdel.pipeline.context import RepoContext, make_check
 from featdel.pipeline.delete import delete_all
 from featdel.pipeline.executor import LocalExecutor, get_executor
 from featdel.pipeline.mine import mine
-from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+from featdel.pipeline.verify import VerifyOptions, verify_all
 from featdel.sandboxes import get_backend
 
 

@@ -7,7 +7,7 @@ Runs `featdel run` for SOURCES into DIR (reused when it exists, so a rerun resum
      the order 1 2 2 1 after a warm-up, so that load from elsewhere falls on both alike):
      predictions per minute for each and the ratio j2/j1;
   2. grades each task's gold patch with its PASS_TO_PASS (the whole stable passing baseline) and
-     with only the P2P verification used to sample (`verify.select_tests`: coverage-tied tests
+     with only the P2P verification used to sample (`featdel.pipeline.gates.select_tests`: coverage-tied tests
      plus a seeded 20 others, within the task's P2P), in the order whole sampled sampled whole.
      All must resolve. Prints sandbox test-run seconds (and whole grading seconds) of each mode,
      the ratio whole/sampled and the mean P2P count. Only the ratios travel to other machines.
@@ -37,7 +37,9 @@ from featdel.core.shards import read_tasks
 from featdel.deletion import quality
 from featdel.grading.evaluate import evaluate, load_tasks
 from featdel.grading.grade import GradeStatus, GradeTask, grade
-from featdel.pipeline.verify import RepoContext, VerifyOptions, select_tests
+from featdel.pipeline.context import RepoContext
+from featdel.pipeline.gates import select_tests
+from featdel.pipeline.verify import VerifyOptions
 from featdel.sandboxes import get_backend
 
 

@@ -21,9 +21,10 @@ from featdel.core.rundir import RunDir
 from featdel.deletion import quality
 from featdel.env.corpus import CorpusEntry
 from featdel.env.recipe import Overrides
+from featdel.pipeline.context import RepoContext, make_check
 from featdel.pipeline.delete import delete_all
 from featdel.pipeline.mine import mine
-from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+from featdel.pipeline.verify import VerifyOptions, verify_all
 from featdel.sandboxes import get_backend
 
 MODES = {"trivial": quality.LABELS[:3], "equal": quality.LABELS}

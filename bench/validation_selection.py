@@ -23,9 +23,10 @@ from pathlib import Path
 from featdel.core.records import Verdict, VerdictStatus
 from featdel.env.corpus import CorpusEntry
 from featdel.env.recipe import Overrides
+from featdel.pipeline.context import RepoContext, make_check
 from featdel.pipeline.delete import delete_all
 from featdel.pipeline.mine import mine
-from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+from featdel.pipeline.verify import VerifyOptions, verify_all
 from featdel.sandboxes import get_backend
 
 DEFAULT = ["pypi:inflection==0.5.1", "pypi:cachetools==5.5.0", "pypi:toolz==1.0.0"]

@@ -29,9 +29,10 @@ from featdel.core.records import RepoStatus, Verdict
 from featdel.core.rundir import RunDir
 from featdel.env.corpus import CorpusEntry
 from featdel.env.recipe import Overrides
+from featdel.pipeline.context import RepoContext, make_check
 from featdel.pipeline.delete import delete_all
 from featdel.pipeline.mine import _repo_image, mine
-from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_one
+from featdel.pipeline.verify import VerifyOptions, verify_one
 from featdel.sandboxes import get_backend
 from featdel.sandboxes.images import BASE_IMAGE, engine_reason, image_exists
 

@@ -76,8 +76,9 @@ def mine_tiny(tmp_path_factory, name: str, files: dict[str, str], backend):
 
 def delete_and_verify(run_dir: Path, backend, *, strategies: list[str], max_candidates: int, reruns: int):
     """The delete and verify stages on a mined run dir; returns every verdict."""
+    from featdel.pipeline.context import RepoContext, make_check
     from featdel.pipeline.delete import delete_all
-    from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+    from featdel.pipeline.verify import VerifyOptions, verify_all
 
     delete_all(run_dir, strategies=strategies, max_candidates=max_candidates, seed=0, keep_docstrings=True,
                check_for=lambda r: make_check(RepoContext.load(run_dir, r), backend))

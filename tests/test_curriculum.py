@@ -121,8 +121,11 @@ def test_difficulty_model_beats_the_base_rate_out_of_fold(rows, tmp_path):
 def test_a_steered_delete_stage_records_knobs_and_predicted_pass_rate(packaged_tiny, rows, local_backend, tmp_path):
     from featdel.core.shards import read_tasks
     from featdel.curriculum import generate
+    from featdel.core.rundir import RunDir
+    from featdel.pipeline.context import RepoContext, make_check
+    from featdel.pipeline.delete import delete_all
     from featdel.pipeline.package import package
-    from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+    from featdel.pipeline.verify import VerifyOptions, verify_all
 
     run = tmp_path / "run"
     shutil.copytree(packaged_tiny, run, symlinks=True)
@@ -135,14 +138,15 @@ def test_a_steered_delete_stage_records_knobs_and_predicted_pass_rate(packaged_t
     simulate.steering_run(rows, tmp_path / "h.duckdb", steer_on=True, rounds=2, tasks_per_round=20,
                           tasks_out=made_before)
     fitted = dm.fit(dm.observations(list(made_before.values()), store.by_round(tmp_path / "h.duckdb")))
-    made = generate.steer_delete(run, fitted, target=0.3, learner="sim", strategies=["body", "function"],
-                                 max_candidates=2, seed=0,
-                                 check_for=lambda r: make_check(RepoContext.load(run, r), local_backend))
-    assert made >= 1
-    knobs = generate.read_steering(run)
-    assert len(knobs) == made
+    plan = generate.SteeredPlanner(model=fitted, target=0.3, learner="sim", strategies=["body", "function"],
+                                   max_candidates=2, seed=0)
+    made = delete_all(run, plan=plan, max_candidates=2, seed=0,
+                      check_for=lambda r: make_check(RepoContext.load(run, r), local_backend))
+    assert made
+    knobs = RunDir(run).steering()
+    assert sorted(knobs) == sorted(d.deletion_id for d in made)
     verify_all(run, local_backend, VerifyOptions(reruns=1))
-    package(run, steering=knobs)
+    package(run)
     tasks = read_tasks(run).to_pylist()
     assert tasks
     for t in tasks:

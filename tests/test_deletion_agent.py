@@ -154,8 +154,9 @@ def mined(tmp_path_factory, featdel_cache, local_backend):
 def run_agent(mined, tmp_path, script: list, backend):
     from featdel.core.rundir import RunDir
     from featdel.deletion.tested import with_tests
+    from featdel.pipeline.context import RepoContext, make_check
     from featdel.pipeline.delete import delete_all
-    from featdel.pipeline.verify import RepoContext, VerifyOptions, make_check, verify_all
+    from featdel.pipeline.verify import VerifyOptions, verify_all
 
     def check_for(record):  # as the CLI builds it: the build check, and covering tests on request
         ctx = RepoContext.load(run_dir, record)

@@ -80,7 +80,9 @@ def test_same_deletion_in_a_fresh_process(repo):
     here = to_json(delete(repo, cand, "feature", check=import_check(repo), seed=3))
     script = (
         "import sys; from pathlib import Path\n"
-        "from featdel.deletion import delete, import_check\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from featdel.deletion import delete\n"
+        "from importcheck import import_check\n"
         "from featdel.core.records import Candidate, to_json\n"
         f"c = Candidate(**{dataclasses.asdict(cand)!r})\n"
         "root = Path(sys.argv[1])\n"

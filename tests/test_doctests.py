@@ -46,7 +46,7 @@ def test_doctest_ids():
 
 def test_doctests_are_never_the_reward_and_their_modules_stay_editable(tmp_path_factory, featdel_cache,
                                                                        local_backend):
-    from featdel.pipeline.verify import RepoContext
+    from featdel.pipeline.context import RepoContext
 
     run_dir, record = mine_tiny(tmp_path_factory, "doclib", DOCLIB, local_backend)
     assert "doclib/calc.py::doclib.calc.triple" in RepoContext.load(run_dir, record).passing

@@ -59,8 +59,8 @@ def cluster(featdel_cache, tmp_path_factory):
 @pytest.fixture(scope="module")
 def deleted(tmp_path_factory, featdel_cache, local_backend) -> Path:
     """A mined tiny repository with a few candidates (some verify, some do not), no verdicts."""
+    from featdel.pipeline.context import RepoContext, make_check
     from featdel.pipeline.delete import delete_all
-    from featdel.pipeline.verify import RepoContext, make_check
 
     run_dir, _ = mine_tiny(tmp_path_factory, "raylib", RAYLIB, local_backend)
     delete_all(run_dir, strategies=["body"], max_candidates=2, seed=0, keep_docstrings=True,

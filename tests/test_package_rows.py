@@ -76,7 +76,7 @@ def test_env_rows_have_the_promised_columns_lock_licence_and_no_local_path(tmp_p
     assert package(run_dir) == (1, 1)
     [env] = read_envs(run_dir).to_pylist()
     assert ENV_SCHEMA.names == ["env_id", "repo", "source", "base_commit", "python", "install", "test_cmd",
-                                "package_dirs", "snapshot", "lock", "license"]
+                                "package_dirs", "snapshot", "lock", "license", "schema_version"]
     assert env["lock"] == LOCK and env["license"] == "MIT"
     [record] = RunDir(run_dir).mined()
     assert env["env_id"] == envs.env_id("tinylib", record.commit, record.recipe)

@@ -286,7 +286,7 @@ EQLIB = {
 @pytest.fixture(scope="module")
 def eqlib(tmp_path_factory, featdel_cache, local_backend):
     from featdel.code.trees import extract
-    from featdel.pipeline.verify import RepoContext
+    from featdel.pipeline.context import RepoContext
     from tests.conftest import mine_tiny
 
     run_dir, record = mine_tiny(tmp_path_factory, "eqlib", EQLIB, local_backend)

@@ -20,8 +20,9 @@ from featdel.code.trees import apply_patch, start_state
 from featdel.core.records import Deletion, VerdictStatus, read_jsonl
 from featdel.core.shards import TASK_SCHEMA, read_envs, read_tasks
 from featdel.env.testrun import RunOptions, run_suite
+from featdel.pipeline.context import RepoContext
 from featdel.pipeline.package import package
-from featdel.pipeline.verify import RepoContext, VerifyOptions, verify_all, verify_one
+from featdel.pipeline.verify import VerifyOptions, verify_all, verify_one
 from tests.conftest import TINY_LIB, assert_tasks_round_trip, delete_and_verify, mine_tiny
 
 # A test that skips when the feature is missing: deleting `whisper` must not count it as F2P.

@@ -4,7 +4,6 @@ heavy imports live inside the commands so `featdel --help` stays instant."""
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -94,12 +93,13 @@ def mine(
 
       featdel mine --corpus corpora/pypi.toml --out runs/c --executor ray --address auto
     """
+    from featdel.pipeline.run import mine_stage
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
-        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers,
-                    executor_from(executor, address, workers))
+        _mined_or_exit(mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold),
+                                  jobs=workers, executor=executor_from(executor, address, workers)))
 
 
 Strategies = Annotated[list[str] | None, typer.Option("--strategy", "-s", help="Deletion strategy (repeatable); default: all.")]
@@ -127,35 +127,6 @@ def _agent_options(url: str | None, model: str | None, turns: int, strategies) -
 
     ChatClient(url, model)  # a bad URL fails here, before any work
     return {"agent": {"base_url": url, "model": model, "max_turns": turns}}
-
-
-def _delete(out: Path, strategies, max_candidates: int, seed: int, strip: bool, backend,
-            options: dict | None = None) -> int:
-    from featdel.deletion import STRATEGIES, strategy
-    from featdel.pipeline.delete import delete_all
-    from featdel.pipeline.verify import RepoContext, make_check
-
-    names = strategies or [n for n in STRATEGIES if n != "agent" or options]  # agent: only when configured
-    for name in names:
-        strategy(name)  # unknown names fail here, before any work
-    from featdel.core.progress import StepProgress
-    from featdel.core.rundir import RunDir
-
-    def check_for(record):
-        ctx = RepoContext.load(out, record)
-        if not options:
-            return make_check(ctx, backend)
-        from featdel.deletion.tested import with_tests
-
-        return with_tests(  # the agent's `check` tool also runs the covering tests
-            make_check(ctx, backend), ctx, backend)
-
-    with StepProgress("deleting", [r.name for r in RunDir(out).mined()]) as progress:
-        deletions = delete_all(
-            out, strategies=names, max_candidates=max_candidates, seed=seed, keep_docstrings=not strip,
-            check_for=check_for, on_step=progress.step, strategy_options=options,
-        )
-    return len(deletions)
 
 
 @app.command()
@@ -186,14 +157,16 @@ def delete(
       featdel delete runs/a -s agent --agent-url http://127.0.0.1:8000/v1 --agent-model NAME --agent-turns 20
     """
     from featdel.core.rundir import RunDir
+    from featdel.pipeline.run import DeleteOptions, delete_stage
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
         rd = RunDir(out)
         rd.need(rd.repos_jsonl, "run `featdel mine ... --out DIR` first")
         options = _agent_options(agent_url, agent_model, agent_turns, strategy)
-        n = _delete(out, strategy, max_candidates, seed, strip_docstrings, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox),
-                    options)
+        opts = DeleteOptions(strategies=strategy, max_candidates=max_candidates, seed=seed,
+                             keep_docstrings=not strip_docstrings, agent=options)
+        n = delete_stage(out, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox), opts)
         typer.echo(f"{n} deletions in {rd.deletions_jsonl}")
 
 
@@ -221,27 +194,17 @@ def verify(
       featdel verify runs/a --executor ray --address auto --sandbox docker
     """
     from featdel.cli.summaries import verdict_summary
-    from featdel.core.progress import StepProgress
     from featdel.core.rundir import RunDir
-    from featdel.pipeline.verify import VerifyOptions, verify_all
+    from featdel.pipeline.run import verify_stage
+    from featdel.pipeline.verify import VerifyOptions
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
         rd = RunDir(out)
         rd.need(rd.deletions_jsonl, "run `featdel delete DIR` first")
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
-        ids = [d.deletion_id for d in rd.deletions()]
         opts = VerifyOptions(reruns=reruns, full_suite=full_suite, seed=seed)
-        where = executor_from(executor, address, workers)
-        with StepProgress("verifying", ids) as progress:
-            verdicts = verify_all(out, backend, opts, on_step=progress.step, executor=where)
-        deleted = json.loads(rd.options_json.read_text()).get("deleted", {}) if rd.options_json.exists() else {}
-        if "combine" in deleted.get("strategies", []):  # joins verified deletions: a second verify pass
-            from featdel.pipeline.delete import combine_all
-
-            added = combine_all(out, seed=seed)
-            with StepProgress("verifying combined", [d.deletion_id for d in added]) as progress:
-                verdicts = verify_all(out, backend, opts, on_step=progress.step, executor=where)
+        verdicts = verify_stage(out, backend, opts, executor=executor_from(executor, address, workers))
         verdict_summary(verdicts)
 
 
@@ -323,47 +286,33 @@ def run(
       featdel run --corpus corpora/pypi.toml --out runs/d --executor ray --address auto --sandbox docker
     """
     from featdel.cli.summaries import verdict_summary
-    from featdel.core.errors import FeatdelError
-    from featdel.core.progress import StepProgress
     from featdel.core.rundir import RunDir
-    from featdel.pipeline.package import package as write
-    from featdel.pipeline.verify import VerifyOptions, verify_all
+    from featdel.pipeline.run import DeleteOptions
+    from featdel.pipeline.run import run as run_all
+    from featdel.pipeline.verify import VerifyOptions
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
         options = _agent_options(agent_url, agent_model, agent_turns, strategy)
-        if options is not None and target_pass_rate is not None:
-            raise FeatdelError("--target-pass-rate steers the rule strategies only: run the agent strategy without it "
-                               "(drop --target-pass-rate, or the --agent-* options)")
-        backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
-        where = executor_from(executor, address, workers)
-        _mine_stage(entries_from(sources or [], corpus), out, backend, thresholds_from(threshold), workers, where)
         per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
-        if target_pass_rate is None:
-            _delete(out, strategy, per_repo, seed, strip_docstrings, backend, options)
-        else:
+        plan = after = None
+        if target_pass_rate is not None:
             from featdel.curriculum import generate
 
-            fitted = generate.steered_delete(out, learner=learner, target=target_pass_rate, history=history or [out],
-                                             strategies=strategy, max_candidates=per_repo, seed=seed, backend=backend)
-        rd = RunDir(out)
-        ids = [d.deletion_id for d in rd.deletions()]
-        with StepProgress("verifying", ids) as progress:
-            verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), executor=where,
-                                  on_step=progress.step)
-        if strategy is None or "combine" in strategy:  # joins verified deletions: a second verify pass
-            from featdel.pipeline.delete import combine_all
+            plan = generate.steered_planner(learner=learner, target=target_pass_rate, history=history or [out],
+                                            strategies=strategy, max_candidates=per_repo, seed=seed)
 
-            added = combine_all(out, seed=seed)
-            with StepProgress("verifying combined", [d.deletion_id for d in added]) as progress:
-                verdicts = verify_all(out, backend, VerifyOptions(full_suite=full_suite, seed=seed), executor=where,
-                                      on_step=progress.step)
-        knobs = None
-        if target_pass_rate is not None:
-            generate.annotate_combined(out, fitted, target=target_pass_rate, learner=learner)
-            knobs = generate.read_steering(out)
-        tasks, envs = write(out, max_tasks=max_tasks, hide_tests=hide_tests, steering=knobs)
+            def after(run_dir):
+                return generate.annotate_combined(run_dir, plan.model, target=target_pass_rate, learner=learner)
+        verdicts, tasks, envs = run_all(
+            entries_from(sources or [], corpus), out, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox),
+            thresholds=thresholds_from(threshold), jobs=workers, executor=executor_from(executor, address, workers),
+            delete=DeleteOptions(strategies=strategy, max_candidates=max_candidates, seed=seed,
+                                 keep_docstrings=not strip_docstrings, agent=options),
+            verify=VerifyOptions(full_suite=full_suite, seed=seed), max_tasks=max_tasks, hide_tests=hide_tests,
+            plan=plan, after_verify=after, on_mined=_mined_or_exit)
         verdict_summary(verdicts)
+        rd = RunDir(out)
         typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
 
 
@@ -454,16 +403,11 @@ def evaluate(
         typer.echo(f"{len(results)} results in {out}")
 
 
-def _mine_stage(entries, out: Path, backend, limits, workers: int, executor=None) -> None:
-    """Mine with a progress bar, print the table, exit 1 when nothing usable was mined."""
+def _mined_or_exit(records) -> None:
+    """Print the mining table; exit 1 when nothing usable was mined."""
     from featdel.cli.summaries import repo_table
-    from featdel.core.progress import StepProgress
     from featdel.core.records import RepoStatus
-    from featdel.pipeline.mine import mine as run_mine
 
-    with StepProgress("mining", [e.source for e in entries]) as progress:
-        records = run_mine(entries, out, backend=backend, thresholds=limits, jobs=workers, on_step=progress.step,
-                           executor=executor)
     repo_table(records)
     if not any(r.status == RepoStatus.MINED for r in records):
         typer.secho("nothing usable was mined", fg="red", err=True)

@@ -23,44 +23,36 @@ def repo_table(records) -> None:
 
 def verdict_summary(verdicts) -> None:
     """Yield per strategy: a candidate is a deletion a strategy produced, those the build check
-    rolled back included (stage `build`); a strategy's refusals (stage `delete`) are not candidates
-    and get their own table by reason. Then the reasons candidates were not kept, by stage."""
+    rolled back included; a strategy's refusals are not candidates and are counted apart. Then
+    why candidates were not kept, grouped by rule code (featdel.core.records.RULES)."""
     from collections import Counter, defaultdict
+
+    from featdel.core.records import VerdictStatus
 
     out = Console(width=None if sys.stdout.isatty() else 160)
     counts: dict[str, Counter] = defaultdict(Counter)
     for v in verdicts:
-        refused = v.stage == "delete" and v.status == "rejected"
-        counts[v.strategy]["refused" if refused else v.status] += 1
+        counts[v.strategy][v.status] += 1
     table = Table(title="verification by strategy")
     for col in ("strategy", "verified", "rejected", "broken", "yield %", "refused by strategy"):
         table.add_column(col)
     for name, c in sorted(counts.items()):
-        total = c["verified"] + c["rejected"] + c["broken"]
-        table.add_row(name, str(c["verified"]), str(c["rejected"]), str(c["broken"]),
-                      f"{100 * c['verified'] / total:.0f}" if total else "-", str(c["refused"]))
+        total = c[VerdictStatus.VERIFIED] + c[VerdictStatus.REJECTED] + c[VerdictStatus.BROKEN]
+        table.add_row(name, str(c[VerdictStatus.VERIFIED]), str(c[VerdictStatus.REJECTED]),
+                      str(c[VerdictStatus.BROKEN]), f"{100 * c[VerdictStatus.VERIFIED] / total:.0f}" if total else "-",
+                      str(c[VerdictStatus.REFUSED]))
     out.print(table)
-    refusals: dict[tuple[str, str], list] = defaultdict(list)
+    reasons: dict[tuple[str, str], list] = defaultdict(list)
     for v in verdicts:
-        if v.stage == "delete" and v.status == "rejected":
-            refusals[(v.strategy, _reason_kind(v.reason))].append(v.reason)
-    if refusals:
-        why_not = Table(title="refused by strategy (not candidates)")
-        for col in ("strategy", "reason", "count", "example"):
-            why_not.add_column(col, overflow="fold")
-        for (name, kind), items in sorted(refusals.items(), key=lambda kv: (kv[0][0], -len(kv[1]))):
-            why_not.add_row(name, kind, str(len(items)), items[0][:120])
-        out.print(why_not)
-    reasons: dict[str, list] = defaultdict(list)
-    for v in verdicts:
-        if v.status != "verified" and not (v.stage == "delete" and v.status == "rejected"):
-            reasons[f"{v.status}/{v.stage}: {_reason_kind(v.reason)}"].append(v.reason)
+        if v.status != VerdictStatus.VERIFIED:
+            reasons[(v.status, v.rule or v.stage)].append(v)
     if reasons:
-        why = Table(title="why candidates were not kept")
-        for col in ("status/stage: reason", "count", "example"):
+        why = Table(title="why candidates were not kept (refusals are not candidates)")
+        for col in ("status", "rule", "count", "strategies", "example"):
             why.add_column(col, overflow="fold")
-        for key, items in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
-            why.add_row(key, str(len(items)), items[0][:160])
+        for (status, rule), items in sorted(reasons.items(), key=lambda kv: (kv[0][0], -len(kv[1]))):
+            names = ", ".join(sorted({v.strategy for v in items}))
+            why.add_row(str(status), rule, str(len(items)), names, items[0].reason[:160])
         out.print(why)
 
 
@@ -78,15 +70,6 @@ def grade_summary(results) -> None:
         table.add_row(model, *(str(row[s]) for s in statuses), str(row["total"]),
                       f"{100 * row['resolved'] / max(row['total'], 1):.1f}")
     out.print(table)
-
-
-def _reason_kind(reason: str) -> str:
-    """A reason with its names, paths and numbers blanked, so like reasons group together."""
-    import re
-
-    kind = re.sub(r"\b(by|of|for|in|at|e\.g\.)\s+\S+", r"\1 …", reason)
-    kind = re.sub(r"\S*[_./:`'\"]\S*|\d+", "…", kind)
-    return kind[:70]
 
 
 def task_list(run_dir) -> None:

@@ -15,6 +15,7 @@ class StepProgress:
 
     def __init__(self, what: str, items: list[str]):
         self._items = items
+        self._known = set(items)
         self._progress = Progress(
             TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[now]}"), console=console, transient=False,
@@ -32,6 +33,8 @@ class StepProgress:
         self._progress.stop()
 
     def step(self, item: str, step: str) -> None:
+        if item not in self._known:  # a stage reports every item it skips; this bar counts its own
+            return
         with self._lock:
             if step in ("done", "resumed"):
                 self._now.pop(item, None)

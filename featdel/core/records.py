@@ -1,8 +1,10 @@
 """Records handed between stages (frozen dataclasses), and their JSON Lines form.
 
-mine -> `RepoRecord` (repos.jsonl); delete -> `Candidate` then `Deletion` (deletions.jsonl);
-verify -> `Verdict` (verdicts.jsonl); package -> Parquet rows. Lists stay lists; statuses are
-StrEnums. `to_json`/`from_json` round-trip any of them through one JSON object per line.
+mine -> `RepoRecord` (repos.jsonl) and `Baseline` (repos/NAME/baseline.json); delete ->
+`Candidate` then `Deletion` (deletions.jsonl), and `Steering` when a learner's model chose the
+knobs (steering.jsonl); verify -> `Verdict` (verdicts.jsonl); package -> Parquet rows
+(featdel.core.shards). Lists stay lists; statuses and test outcomes are StrEnums (equal to their
+strings). `to_json`/`from_dict` round-trip any of them through one JSON object per line.
 """
 
 from __future__ import annotations
@@ -16,6 +18,24 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+
+class Outcome(StrEnum):
+    """One test's outcome in one run, as the report plugin records it, plus what featdel infers."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    XFAILED = "xfailed"
+    XPASSED = "xpassed"
+    MISSING = "missing"  # asked for, but the run has no outcome for it (its module did not import)
+    NOT_COLLECTED = "not collected"  # not among the run's collected tests
+
+    @property
+    def fails(self) -> bool:
+        """Counts as failing for F2P: failed, an error, or no outcome at all (a skip does not)."""
+        return self in (Outcome.FAILED, Outcome.ERROR, Outcome.MISSING, Outcome.NOT_COLLECTED)
 
 
 class RepoStatus(StrEnum):
@@ -151,8 +171,38 @@ def append_jsonl(path: Path, record: Any) -> None:
 
 class VerdictStatus(StrEnum):
     VERIFIED = "verified"  # every rule held: a task
-    REJECTED = "rejected"  # the deletion or the tests did not behave (the reason says which rule)
+    REJECTED = "rejected"  # the deletion or the tests did not behave (`rule` says which)
+    REFUSED = "refused"  # the strategy declined the candidate before any edit: not a candidate at all
     BROKEN = "broken"  # the sandbox or the environment broke: says nothing about the deletion
+
+
+# Every verdict carries one rule code: "<stage>.<what>", short and stable, for summaries and
+# queries; `reason` is the prose for people. docs/verification.md lists them.
+RULES = {
+    "delete.refused": "the strategy does not apply to the candidate",
+    "delete.crash": "the strategy crashed on the candidate",
+    "build.rolled_back": "the build check refused every step of the deletion",
+    "build.syntax": "an edited file does not parse",
+    "build.import": "the package no longer imports",
+    "build.collect": "the baseline tests no longer collect",
+    "tests.untied": "no passing baseline test executes the deleted code",
+    "tests.only_own_doctests": "only the deleted code's own doctests execute it",
+    "tests.none_fail": "no test tied to the deleted code fails",
+    "tests.only_doctests": "only doctests fail (a docstring edit could pass them)",
+    "tests.timeout": "the tests did not finish in time",
+    "reruns.flaky": "outcomes changed across the reruns",
+    "stub.passes": "a stub body passes every failing test",
+    "similar.copy": "the start state keeps a near copy of the deleted code",
+    "leak.no_needle": "the deleted code has no distinctive line to audit",
+    "leak.found": "a copy of the deleted code is reachable",
+    "noop.passes": "the unchanged start state passes an F2P test",
+    "gold.unresolved": "the gold patch does not resolve the task",
+    "sandbox.broke": "the sandbox or environment broke",
+    "sandbox.unavailable": "the repository's context could not be loaded",
+    "sandbox.worker_died": "the Ray worker died on every try",
+    "crash": "featdel crashed on the candidate (a bug: see the traceback)",
+    "done": "every rule held",
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -162,8 +212,9 @@ class Verdict:
     strategy: str
     target: str
     status: VerdictStatus
-    stage: str  # where it ended: delete, build, tests, gold, reruns, leak, noop, done
-    reason: str = ""
+    stage: str  # where it ended: delete, build, tests, stub, similar, leak, noop, gold, reruns, done
+    reason: str = ""  # for people
+    rule: str = ""  # for machines: a key of RULES ("build.import", "noop.passes", ...)
     FAIL_TO_PASS: list[str] = dataclasses.field(default_factory=list)
     PASS_TO_PASS: list[str] = dataclasses.field(default_factory=list)
     test_seconds: float = 0.0  # sandbox seconds spent running tests for this candidate
@@ -184,3 +235,51 @@ class Verdict:
         import datetime as dt
 
         return dataclasses.replace(self, verified_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class BaselineTest:
+    outcomes: list[Outcome]  # one per baseline run
+    flaky: bool
+    duration: float = 0.0  # seconds, last run
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Baseline:
+    """A repository's baseline (repos/NAME/baseline.json): every test's outcome in each run."""
+
+    runs: int
+    suite_seconds: list[float]
+    tests: dict[str, BaselineTest]
+    collect_errors: list[str] = dataclasses.field(default_factory=list)
+
+    def passing(self) -> list[str]:
+        """The stable passing tests: passed in every run."""
+        return sorted(t for t, b in self.tests.items() if not b.flaky and set(b.outcomes) == {Outcome.PASSED})
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(dataclasses.asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> Baseline:
+        data = json.loads(path.read_text())
+        tests = {t: BaselineTest(outcomes=[Outcome(o) for o in v["outcomes"]], flaky=v["flaky"],
+                                 duration=v.get("duration", 0.0)) for t, v in data["tests"].items()}
+        return cls(runs=data["runs"], suite_seconds=data["suite_seconds"], tests=tests,
+                   collect_errors=data.get("collect_errors", []))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Steering:
+    """The knobs a learner's difficulty model chose for a deletion (steering.jsonl), and the pass
+    rate it predicted; `package` stores all but `estimate` in the task's `steering` column."""
+
+    deletion_id: str
+    learner: str
+    target_pass_rate: float
+    predicted_pass_rate: float
+    strategy: str
+    docstrings_kept: bool = True
+    tests_visible: bool = True
+    combined: int = 1
+    estimate: dict = dataclasses.field(default_factory=dict)  # the features the prediction used

@@ -9,6 +9,7 @@ flushed, so an interrupted run keeps what it finished):
     repos/NAME/                 baseline.json, coverage.json, snapshot.tar.gz, deleted.done
     deletions.jsonl             Deletion
     verdicts.jsonl              Verdict (strategies' refusals, rejections, broken, verified)
+    steering.jsonl              Steering per deletion whose knobs a learner's model chose
     options.json                the options each stage ran with
     tasks/*.parquet, envs/*.parquet
 
@@ -25,7 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from featdel.core.errors import RunDirError
-from featdel.core.records import Deletion, RepoRecord, RepoStatus, Verdict, append_jsonl, read_jsonl
+from featdel.core.records import (
+    Baseline,
+    Deletion,
+    RepoRecord,
+    RepoStatus,
+    Steering,
+    Verdict,
+    append_jsonl,
+    read_jsonl,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +103,23 @@ class RunDir:
 
     def add_verdict(self, verdict: Verdict) -> None:
         append_jsonl(self.verdicts_jsonl, verdict)
+
+    @property
+    def steering_jsonl(self) -> Path:
+        return self.root / "steering.jsonl"
+
+    def steering(self) -> dict[str, Steering]:
+        return {s.deletion_id: s for s in read_jsonl(self.steering_jsonl, Steering)}
+
+    def add_steering(self, steering: Steering) -> None:
+        append_jsonl(self.steering_jsonl, steering)
+
+    def load_baseline(self, name: str) -> Baseline:
+        return Baseline.load(self.baseline(name))
+
+    def recorded(self, stage: str) -> dict[str, Any]:
+        """The options `stage` last ran with (`stage_options`), {} when it has not run."""
+        return json.loads(self.options_json.read_text()).get(stage, {}) if self.options_json.exists() else {}
 
     def need(self, path: Path, how: str) -> None:
         """A one-line error naming the stage to run when a stage's input is missing."""

@@ -1,6 +1,6 @@
 """A strategy check that can also run tests on the edited tree, for the `agent` strategy.
 
-In: the strategies' check factory (`verify.make_check`: original tree -> check), the repo's
+In: the strategies' check factory (`featdel.pipeline.context.make_check`: original tree -> check), the repo's
 verify context (environment, image, baseline timing) and the sandbox backend. Out: a factory
 whose checks answer as before when called and also have `run_tests(edits, tests)` -> outcome per
 test id ("passed", "failed", "error", "not collected", ...). The agent's `check` tool uses it to

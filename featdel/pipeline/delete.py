@@ -1,11 +1,12 @@
 """Stage 2, delete: pick tested symbols from the coverage map and apply deletion strategies.
 
-In: a mined run directory. Out: `RUN_DIR/deletions.jsonl` (one `Deletion` per edit that passed
-the strategy's own import-and-collect check) and `rejected` verdicts in `verdicts.jsonl`: stage
-`build` for a deletion the check rolled back (a candidate that failed, counted in the yield), stage
-`delete` for a strategy that declined the target (a refusal: not a candidate, counted apart).
-`max_candidates` counts both kinds of candidate. The choice of candidates and
-strategies is seeded and deterministic. A repo whose deletions are done is marked
+In: a mined run directory and a `Planner` that orders each repository's attempts (the seeded
+`SeededPlanner`, or a learner's difficulty model: featdel.curriculum.generate). Out:
+`RUN_DIR/deletions.jsonl` (one `Deletion` per edit that passed the strategy's own
+import-and-collect check) and verdicts in `verdicts.jsonl`: `rejected` at `build.rolled_back` for
+a deletion the check rolled back (a candidate that failed, counted in the yield), `refused` for a
+strategy that declined the target (not a candidate, counted apart). `max_candidates` counts the
+made and the rolled back. The choice of candidates and strategies is seeded and deterministic. A repo whose deletions are done is marked
 `deleted.done` and skipped on the next run.
 """
 
@@ -16,12 +17,13 @@ import tempfile
 import traceback
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from featdel.code.coverage_map import CoverageMap
 from featdel.code.spans import is_test_path
-from featdel.core.records import Candidate, Deletion, RepoRecord, Verdict, VerdictStatus
+from featdel.core.records import Candidate, Deletion, RepoRecord, Steering, Verdict, VerdictStatus
 from featdel.core.rundir import RunDir
 
 
@@ -57,80 +59,122 @@ def candidates(record: RepoRecord, cmap: CoverageMap, bounds: Bounds = Bounds())
     return out
 
 
-def delete_repo(
-    record: RepoRecord,
-    run_dir: Path,
-    *,
-    strategies: list[str],
-    max_candidates: int,
-    seed: int,
-    keep_docstrings: bool,
-    check_factory: Callable[[Path], Callable],
-    bounds: Bounds = Bounds(),
-    strategy_options: dict[str, dict] | None = None,
-) -> list[Deletion]:
-    """Deletions for one mined repo; `check_factory(original_tree)` gives the strategies' check;
-    `strategy_options` configures the strategies that need it (featdel.deletion.registry)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Attempt:
+    """One (candidate, strategy, docstrings) the delete stage will try, in the plan's order."""
+
+    candidate: Candidate
+    strategy: str
+    keep_docstrings: bool
+    steering: Steering | None = None  # recorded with the deletion when it is made (steered runs)
+
+
+class Planner(Protocol):
+    """Orders a repository's attempts. `options` is what the stage records in options.json."""
+
+    options: dict
+
+    def __call__(self, record: RepoRecord, original: Path, pool: list[Candidate]) -> list[Attempt]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeededPlanner:
+    """The unsteered plan: (candidate, strategy) pairs from a seeded rng, spread over candidates
+    (featdel.deletion.choose), four per deletion to make."""
+
+    strategies: list[str]
+    max_candidates: int
+    seed: int = 0
+    keep_docstrings: bool = True
+    strategy_options: dict[str, dict] | None = None
+
+    @property
+    def options(self) -> dict:
+        return {k: v for k, v in (("strategies", self.strategies), ("max_candidates", self.max_candidates),
+                                  ("seed", self.seed), ("keep_docstrings", self.keep_docstrings),
+                                  ("strategy_options", self.strategy_options)) if v is not None}
+
+    def __call__(self, record: RepoRecord, original: Path, pool: list[Candidate]) -> list[Attempt]:
+        from featdel.deletion import choose
+
+        rng = random.Random(self.seed ^ zlib.crc32(record.name.encode()))
+        pairs = choose(pool, self.strategies, rng, max_pairs=self.max_candidates * 4, options=self.strategy_options)
+        return [Attempt(candidate=c, strategy=name, keep_docstrings=self.keep_docstrings) for c, name in pairs]
+
+
+def delete_repo(record: RepoRecord, run_dir: Path, *, plan: Planner, max_candidates: int, seed: int,
+                check_factory: Callable[[Path], Callable], bounds: Bounds = Bounds(),
+                strategy_options: dict[str, dict] | None = None,
+                on_step: Callable[[str, str], None] = lambda repo, step: None) -> list[Deletion]:
+    """Deletions for one mined repo, tried in `plan`'s order until `max_candidates` were made or
+    rolled back; `check_factory(original_tree)` gives the strategies' check. A strategy that
+    refuses is a `refused` verdict and does not count; a crash on one attempt is `broken`."""
     from featdel.code.trees import extract
-    from featdel.deletion import NotApplicable, RolledBack, choose, delete
+    from featdel.deletion import NotApplicable, RolledBack, delete
     from featdel.deletion.base import deletion_id
 
     rd = RunDir(run_dir)
-    cmap = CoverageMap.load(rd.coverage(record.name))
-    pool = candidates(record, cmap, bounds)
-    rng = random.Random(seed ^ zlib.crc32(record.name.encode()))
-    # Attempts that a strategy refuses are recorded and do not count towards max_candidates.
-    pairs = choose(pool, strategies, rng, max_pairs=max_candidates * 4, options=strategy_options)
+    pool = candidates(record, CoverageMap.load(rd.coverage(record.name)), bounds)
     made: list[Deletion] = []
     seen: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:
         original = extract(rd.snapshot(record.name), Path(tmp) / "orig")
+        on_step(record.name, "planning")
+        attempts = plan(record, original, pool)
         check = check_factory(original)
-        made_or_rolled = 0
-        for cand, name in pairs:
-            if len(made) + made_or_rolled >= max_candidates:
+        on_step(record.name, "deleting")
+        rolled = 0
+        for attempt in attempts:
+            if len(made) + rolled >= max_candidates:
                 break
+            cand, name = attempt.candidate, attempt.strategy
             target = f"{cand.path}::{cand.qualname}"
-            base = dict(deletion_id=deletion_id(record.name, name, target, keep_docstrings), repo=record.name,
-                        strategy=name, target=target)
+            base = dict(deletion_id=deletion_id(record.name, name, target, attempt.keep_docstrings),
+                        repo=record.name, strategy=name, target=target)
             try:
-                deletion = delete(original, cand, name, check=check, keep_docstrings=keep_docstrings, seed=seed,
-                                  options=strategy_options)
+                deletion = delete(original, cand, name, check=check, keep_docstrings=attempt.keep_docstrings,
+                                  seed=seed, options=strategy_options)
             except RolledBack as exc:  # a deletion was made and the build check refused it: a candidate
-                rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="build", reason=str(exc)))
-                made_or_rolled += 1
+                rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="build", rule="build.rolled_back",
+                                       reason=str(exc)))
+                rolled += 1
                 continue
             except NotApplicable as exc:  # the strategy refuses: a refusal, not a candidate
-                rd.add_verdict(Verdict(**base, status=VerdictStatus.REJECTED, stage="delete", reason=str(exc)))
+                rd.add_verdict(Verdict(**base, status=VerdictStatus.REFUSED, stage="delete", rule="delete.refused",
+                                       reason=str(exc)))
                 continue
             except Exception as exc:  # one candidate's crash is recorded; the batch goes on
-                rd.add_verdict(Verdict(
-                    **base, status=VerdictStatus.BROKEN, stage="delete", traceback=traceback.format_exc(),
-                    reason=f"{type(exc).__name__}: {str(exc)[:200]}"))
+                rd.add_verdict(Verdict(**base, status=VerdictStatus.BROKEN, stage="delete", rule="delete.crash",
+                                       traceback=traceback.format_exc(), reason=f"{type(exc).__name__}: {str(exc)[:200]}"))
                 continue
             if deletion.deletion_id in seen:
                 continue  # a feature deletion can cover a later candidate exactly
             seen.add(deletion.deletion_id)
             rd.add_deletion(deletion)
+            if attempt.steering is not None:
+                rd.add_steering(replace(attempt.steering, deletion_id=deletion.deletion_id))
             made.append(deletion)
     rd.deleted_marker(record.name).write_text(str(len(made)))
     return made
 
 
-def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable],
-               on_step: Callable[[str, str], None] = lambda repo, step: None, **kwargs) -> list[Deletion]:
+def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable], max_candidates: int,
+               strategies: list[str] | None = None, seed: int = 0, keep_docstrings: bool = True,
+               strategy_options: dict[str, dict] | None = None, plan: Planner | None = None,
+               on_step: Callable[[str, str], None] = lambda repo, step: None) -> list[Deletion]:
     """Run `delete_repo` for every mined repo not yet done; return all deletions of the run.
-    `check_for(record)` gives that repo's check factory (see `delete_repo`)."""
+    `check_for(record)` gives that repo's check factory (see `delete_repo`); `plan` orders the
+    attempts (default: `SeededPlanner` over `strategies`)."""
+    plan = plan or SeededPlanner(strategies=strategies, max_candidates=max_candidates, seed=seed,
+                                 keep_docstrings=keep_docstrings, strategy_options=strategy_options)
     rd = RunDir(run_dir)
-    options = {k: v for k, v in kwargs.items()
-               if k in ("strategies", "max_candidates", "seed", "keep_docstrings", "strategy_options") and v is not None}
-    rd.stage_options("deleted", options, started=any(rd.deleted_marker(r.name).exists() for r in rd.mined()))
+    rd.stage_options("deleted", plan.options, started=any(rd.deleted_marker(r.name).exists() for r in rd.mined()))
     for record in rd.mined():
         if rd.deleted_marker(record.name).exists():
             on_step(record.name, "resumed")
             continue
-        on_step(record.name, "deleting")
-        delete_repo(record, run_dir, check_factory=check_for(record), **kwargs)
+        delete_repo(record, run_dir, plan=plan, max_candidates=max_candidates, seed=seed,
+                    check_factory=check_for(record), strategy_options=strategy_options, on_step=on_step)
         on_step(record.name, "done")
     return rd.deletions()
 
@@ -162,7 +206,7 @@ def combine_all(run_dir: Path, *, seed: int = 0, max_per_repo: int = 3) -> list[
             why_id = f"{record.name}__combine__none"
             if why_id not in refused:
                 rd.add_verdict(Verdict(deletion_id=why_id, repo=record.name, strategy="combine", target="",
-                                       status=VerdictStatus.REJECTED, stage="delete",
+                                       status=VerdictStatus.REFUSED, stage="delete", rule="delete.refused",
                                        reason=f"fewer than two verified deletions ({len(parts)})" if len(parts) < 2
                                        else f"no two of its {len(parts)} verified deletions are disjoint"))
             continue

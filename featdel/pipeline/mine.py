@@ -12,14 +12,13 @@ a record with a status and a one-line reason.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from featdel.core.errors import FeatdelError
-from featdel.core.records import RepoRecord, RepoStatus
+from featdel.core.records import Baseline, BaselineTest, Outcome, RepoRecord, RepoStatus
 from featdel.core.rundir import RunDir
 from featdel.env.corpus import CorpusEntry
 
@@ -206,19 +205,16 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
                 record = replace(record, recipe=env.recipe)
             runs.append(run)
     tests = sorted(set().union(*(r.outcomes for r in runs)))
-    per_test = {t: [r.outcomes.get(t, "missing") for r in runs] for t in tests}
+    per_test = {t: [Outcome(r.outcomes.get(t, Outcome.MISSING)) for r in runs] for t in tests}
     flaky = {t for t, o in per_test.items() if len(set(o)) > 1}
     stable = {t: o[0] for t, o in per_test.items() if t not in flaky}
     passed = {t for t, o in stable.items() if o == "passed"}
     failed = {t for t, o in stable.items() if o in ("failed", "error")}
     seconds = min(r.seconds for r in runs[1:]) if len(runs) > 1 else runs[0].seconds
-    rd.baseline(record.name).write_text(json.dumps({
-        "runs": len(runs),
-        "suite_seconds": [round(r.seconds, 3) for r in runs],
-        "tests": {t: {"outcomes": per_test[t], "flaky": t in flaky,
-                      "duration": round(runs[-1].durations.get(t, 0.0), 4)} for t in tests},
-        "collect_errors": runs[0].collect_errors,
-    }, indent=1))
+    Baseline(runs=len(runs), suite_seconds=[round(r.seconds, 3) for r in runs],
+             tests={t: BaselineTest(outcomes=per_test[t], flaky=t in flaky,
+                                    duration=round(runs[-1].durations.get(t, 0.0), 4)) for t in tests},
+             collect_errors=runs[0].collect_errors).save(rd.baseline(record.name))
     cmap = coverage_map.build(env.src, env.recipe.package_dirs, data_file, passed)
     cmap.save(rd.coverage(record.name))
     data_file.unlink(missing_ok=True)

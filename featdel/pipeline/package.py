@@ -63,8 +63,7 @@ def instance_id(deletion: Deletion, *, hide_tests: bool) -> str:
     return f"{deletion.deletion_id}__hidden" if hide_tests else deletion.deletion_id
 
 
-def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = False,
-            steering: dict[str, dict] | None = None) -> tuple[int, int]:
+def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = False) -> tuple[int, int]:
     """Write the shards (replacing earlier ones); return (tasks, envs) written. With
     `hide_tests`, the start state also lacks the files of the F2P tests, and `test_patch`
     (SWE-bench meaning: applied before grading) brings them back."""
@@ -73,24 +72,23 @@ def package(run_dir: Path, *, max_tasks: int | None = None, hide_tests: bool = F
     records = {r.name: r for r in rd.latest_repos().values()}
     deletions = {d.deletion_id: d for d in rd.deletions()}
     verified = [v for v in rd.verdicts() if v.status == VerdictStatus.VERIFIED]
-    # Verdicts from before `verified_at` existed: when verification last wrote, not now.
-    now = dt.datetime.fromtimestamp(rd.verdicts_jsonl.stat().st_mtime, dt.UTC) if verified else None
+    steering = rd.steering()
     rows, used = [], {}
     for v in sorted(verified, key=lambda v: v.deletion_id)[:max_tasks]:
         record, deletion = records[v.repo], deletions[v.deletion_id]
         used[v.repo] = record
-        knobs = (steering or {}).get(v.deletion_id)  # a steered task's own tests-visible knob
-        row = task_row(run_dir, record, deletion, v, now, hide_tests=hide_tests if knobs is None
-                       else not knobs["tests_visible"])
-        rows.append(row | {"steering": {f.name: knobs.get(f.name) for f in shards.STEERING} if knobs else None})
+        knobs = steering.get(v.deletion_id)  # a steered task's own tests-visible knob
+        row = task_row(run_dir, record, deletion, v, hide_tests=hide_tests if knobs is None
+                       else not knobs.tests_visible)
+        rows.append(row | {"steering": {f.name: getattr(knobs, f.name) for f in shards.STEERING} if knobs else None})
     env_rows = [env_row(run_dir, r) for r in sorted(used.values(), key=lambda r: r.name)]
     shards.write(rd.tasks_dir, "tasks", rows, shards.TASK_SCHEMA)
     shards.write(rd.envs_dir, "envs", env_rows, shards.ENV_SCHEMA)
     return len(rows), len(env_rows)
 
 
-def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Verdict, now,
-             *, hide_tests: bool = False) -> dict:
+def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Verdict, *,
+             hide_tests: bool = False) -> dict:
     snapshot = RunDir(run_dir).snapshot(record.name)
     # What ships is what verify checked: its patches and statement, and a start state whose hash
     # matches the one it tested. Hidden tests: the F2P test files leave the start state and
@@ -110,7 +108,7 @@ def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Ver
         patch = trees.diff_states(snapshot, start_files, hidden)
         test_patch = trees.diff_states(snapshot, hidden, {})
     text = verdict.problem_statement
-    created = dt.datetime.fromisoformat(verdict.verified_at) if verdict.verified_at else now
+    created = dt.datetime.fromisoformat(verdict.verified_at)
     return {
         "instance_id": instance_id(deletion, hide_tests=hide_tests), "repo": record.name,
         "source": public_source(record.source),

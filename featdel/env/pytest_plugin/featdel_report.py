@@ -28,8 +28,25 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
     import json
     import os
     import sys
-    from builtins import (any, callable, dict, frozenset, getattr, hasattr, id, isinstance, len, list, set, sorted,
-                          str, tuple, type, vars, zip)
+    from builtins import (
+        any,
+        callable,
+        dict,
+        frozenset,
+        getattr,
+        hasattr,
+        id,
+        isinstance,
+        len,
+        list,
+        set,
+        sorted,
+        str,
+        tuple,
+        type,
+        vars,
+        zip,
+    )
 
     import pytest
 
@@ -97,8 +114,8 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
         return sorted(".".join(k) for k in diffs if not _runner_code((now.get(k) or (None,))[0]))[:20]
 
     def _roots() -> tuple:
-        import pluggy
         import _pytest
+        import pluggy
 
         return tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (_pytest, pluggy, pytest)) + (
             os.path.dirname(os.path.abspath(__file__)) + os.sep,)

@@ -1,0 +1,82 @@
+"""A mined repository, loaded once for deleting from it and verifying its deletions.
+
+In: a run directory and a mined `RepoRecord`. Out: `RepoContext` (its environment, snapshot,
+coverage map and baseline), and the strategies' check (`make_check`): apply an edit to a copy
+of the original tree and run the build check (featdel.env.buildcheck) in the sandbox.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from featdel.code import trees
+from featdel.code.coverage_map import CoverageMap
+from featdel.core.records import Baseline, RepoRecord
+from featdel.core.rundir import RunDir
+from featdel.env import envs
+from featdel.env.buildcheck import build_check
+from featdel.env.testrun import SuiteRunner
+
+
+class Broke(Exception):
+    """The sandbox or environment broke: a `broken` verdict, never a rejection."""
+
+
+@dataclass
+class RepoContext:
+    """What deleting from one repository and verifying its deletions need, loaded once."""
+
+    record: RepoRecord
+    env: envs.Env
+    snapshot: Path
+    cmap: CoverageMap
+    baseline: Baseline
+    passing: list[str]  # stable passing baseline tests
+    collected: set[str]
+    image: str | None = None  # docker backend: the per-repo image
+
+    @classmethod
+    def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
+        rd = RunDir(run_dir)
+        env = envs.load(Path(record.env_dir))
+        if env is None:
+            raise Broke(f"environment {record.env_dir} is missing; run `featdel mine` again")
+        baseline = rd.load_baseline(record.name)
+        return cls(record=record, env=env, snapshot=rd.snapshot(record.name),
+                   cmap=CoverageMap.load(rd.coverage(record.name)), baseline=baseline, passing=baseline.passing(),
+                   collected=set(baseline.tests), image=record.image_name)
+
+    def build_check(self, tree: Path, runner: SuiteRunner, deleted_files: set[str],
+                    deleted_names: set[str] = frozenset(), allowed_out: set[str] | None = None):
+        return build_check(self.env, self.collected, tree, runner, deleted_files, deleted_names, allowed_out)
+
+
+def removed_names(original: Path, edits: dict[str, str | None]) -> set[str]:
+    """The names an edit of the original tree removes (see featdel.code.gone)."""
+    from featdel.code.gone import deleted_names
+    from featdel.code.imports import module_name
+
+    paths = {p.relative_to(original).as_posix() for p in original.rglob("*.py")}
+    return deleted_names(lambda rel: (original / rel).read_bytes(), edits, lambda rel: module_name(rel, paths))
+
+
+def make_check(ctx: RepoContext, backend):
+    """The strategies' check factory: original tree -> check(edits) -> True or the reason."""
+
+    def factory(original: Path):
+        def check(edits):
+            with tempfile.TemporaryDirectory(prefix="featdel-check-") as tmp:
+                tree = Path(tmp) / "t"
+                shutil.copytree(original, tree, symlinks=True)
+                trees.apply_edits(tree, edits)
+                deleted = {p for p, text in edits.items() if text is None}
+                with SuiteRunner(ctx.env, backend, image=ctx.image) as runner:
+                    failed = ctx.build_check(tree, runner, deleted, removed_names(original, edits))
+            return True if failed is None else failed[1]
+
+        return check
+
+    return factory

@@ -1,0 +1,239 @@
+"""The rules of verification, one small function each, in the order they run (`GATES`).
+
+In: a `Work` (the deletion, its repository context, the runner, the options) that each gate reads
+and adds to. Out: nothing, or `Rejected(rule, reason)` with a rule code of
+`featdel.core.records.RULES`; the sandbox breaking is `Broke`. docs/verification.md states each
+rule; featdel.pipeline.verify runs the list and turns the outcome into a `Verdict`.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from featdel.code import exposure, leaks, trees
+from featdel.code.spans import has_syntax_error, is_doctest
+from featdel.core.records import Deletion, Outcome
+from featdel.deletion import quality, statement
+from featdel.env.buildcheck import gone_doctests
+from featdel.env.testrun import RunOptions, SuiteRun, SuiteRunner
+from featdel.grading.grade import GradeStatus, GradeTask, grade
+from featdel.pipeline.context import Broke, RepoContext, removed_names
+
+# An allowed module that fails collection must not stop the other selected tests from running.
+CONTINUE = ["--continue-on-collection-errors"]
+
+
+class Rejected(Exception):
+    def __init__(self, rule: str, reason: str):
+        super().__init__(reason)
+        self.rule = rule
+        self.stage = rule.partition(".")[0]
+
+
+@dataclass
+class Work:
+    """One deletion on its way through the gates; each gate fills in what it found."""
+
+    ctx: RepoContext
+    deletion: Deletion
+    runner: SuiteRunner
+    opts: object  # featdel.pipeline.verify.VerifyOptions
+    tmp: Path
+    spent: list[float] = field(default_factory=list)  # sandbox seconds per test run
+    deletion_patch: str = ""
+    patch: str = ""
+    original: Path | None = None
+    names: set[str] = field(default_factory=set)  # names the deletion removes
+    unimportable: set[str] = field(default_factory=set)  # test modules allowed to fail collection
+    tied: list[str] = field(default_factory=list)  # tests the coverage map ties to the deletion
+    sample: list[str] = field(default_factory=list)  # a seeded sample of the others
+    gone: set[str] = field(default_factory=set)  # doctests the deletion takes with it
+    failing: list[str] = field(default_factory=list)  # F2P
+    stubbed: dict[str, str] = field(default_factory=dict)  # tests a stub body passes -> its label
+    start_sha256: str = ""
+    similarity: float = 0.0
+    statement: str = ""
+    p2p: list[str] = field(default_factory=list)
+
+    @property
+    def deleted_files(self) -> set[str]:
+        return {p for p, text in self.deletion.files.items() if text is None}
+
+    def fresh(self, name: str) -> Path:
+        """A new start state (snapshot + deletion patch) under `tmp`."""
+        return trees.start_state(self.ctx.snapshot, self.deletion_patch, self.tmp / name)
+
+    def timeout(self) -> float:
+        return self.opts.run_timeout(self.ctx)
+
+    def run(self, tree: Path, tests: list[str]) -> SuiteRun:
+        run = self.runner.run_suite(RunOptions(tests=tests, timeout_s=self.timeout(), extra_args=CONTINUE), tree=tree)
+        self.spent.append(run.seconds)
+        if run.timed_out:  # the code under test hangs (a deletion can make a loop endless): not the sandbox
+            raise Rejected("tests.timeout", f"the tests did not finish within {self.timeout():.0f}s")
+        if run.broken:
+            raise Broke(run.broken)
+        return run
+
+    def grade_task(self, f2p: list[str], p2p: list[str]) -> GradeTask:
+        ctx = self.ctx
+        return GradeTask(instance_id="", env=ctx.env, snapshot=ctx.snapshot, deletion_patch=self.deletion_patch,
+                         gold_patch=self.patch, fail_to_pass=f2p, pass_to_pass=p2p, image=ctx.image,
+                         timeout_s=self.timeout())
+
+
+def select_tests(ctx: RepoContext, deletion: Deletion, opts, unimportable: set[str] = frozenset()
+                 ) -> tuple[list[str], list[str]]:
+    """(tests the coverage map ties to the deleted symbols, or that sit in a test module that
+    imports a deleted name, and a seeded sample of the others)."""
+    deleted_files = {p for p, text in deletion.files.items() if text is None}
+    refs = set(deletion.deleted_symbols)
+    tied = {t for t in ctx.passing if t.split("::")[0] in unimportable}
+    for s in ctx.cmap.symbols:
+        if f"{s.path}::{s.qualname}" in refs or s.path in deleted_files:
+            tied.update(s.tests)
+    usable = [t for t in ctx.passing if t.split("::")[0] not in deleted_files]
+    tied = sorted(tied & set(usable))
+    others = [t for t in usable if t not in set(tied)]
+    if opts.full_suite:
+        return tied, others
+    rng = random.Random(opts.seed ^ zlib.crc32(deletion.deletion_id.encode()))
+    return tied, sorted(rng.sample(others, min(opts.p2p_sample, len(others))))
+
+
+def parses(w: Work) -> None:
+    for path, text in sorted(w.deletion.files.items()):
+        if text is not None and has_syntax_error(text.encode()):
+            raise Rejected("build.syntax", f"{path} does not parse after the deletion")
+
+
+def builds(w: Work) -> None:
+    w.original = trees.extract(w.ctx.snapshot, w.tmp / "original")
+    w.names = removed_names(w.original, w.deletion.files)
+    failed = w.ctx.build_check(w.fresh("build"), w.runner, w.deleted_files, w.names, w.unimportable)
+    if failed:
+        raise Rejected(*failed)
+
+
+def tied_tests(w: Work) -> None:
+    tied, sample = select_tests(w.ctx, w.deletion, w.opts, w.unimportable)
+    if not tied:
+        raise Rejected("tests.untied", "no passing baseline test executes the deleted code")
+    w.gone = gone_doctests(w.ctx.collected, w.names)
+    w.tied, w.sample = [t for t in tied if t not in w.gone], [t for t in sample if t not in w.gone]
+    if not w.tied:
+        raise Rejected("tests.only_own_doctests",
+                       f"only the deleted code's own doctests execute it, e.g. {sorted(w.gone)[0]}")
+
+
+def tests_fail(w: Work) -> None:
+    """F2P: the selected tests that fail (or are missing) in every one of `reruns` runs."""
+    selected = w.tied + w.sample
+    runs = [w.run(w.fresh(f"run{i}"), selected) for i in range(w.opts.reruns)]
+    failing = [t for t in selected if all(Outcome(r.outcomes.get(t, Outcome.MISSING)).fails for r in runs)]
+    if not failing:
+        flipped = [t for t in w.tied if len({r.outcomes.get(t, Outcome.MISSING) for r in runs}) > 1]
+        if flipped:
+            raise Rejected("reruns.flaky", f"outcomes changed across {w.opts.reruns} runs, e.g. {flipped[0]}")
+        raise Rejected("tests.none_fail", f"none of the {len(w.tied)} tests tied to the deleted code fails")
+    # A doctest's expected output sits in a source file the learner may edit (the grader carries
+    # edits to it), so rewriting a docstring could pass it: never a reward.
+    doctests = [t for t in failing if is_doctest(t)]
+    w.failing = [t for t in failing if not is_doctest(t)]
+    if not w.failing:
+        raise Rejected("tests.only_doctests", f"only doctests fail ({len(doctests)}, e.g. {doctests[0]}); a "
+                                              "learner could pass them by editing the docstring")
+
+
+def stubs_fail(w: Work) -> None:
+    """Tests that a stub body (`pass`, `return None`, the first argument, an object equal to
+    anything) makes pass leave F2P: a learner could earn them without the work. A variant runs
+    only the tests no earlier one passed."""
+    homes = {ref.partition("::")[0] for ref in w.deletion.deleted_symbols}
+    for i, variant in enumerate(quality.stub_variants(w.original, w.deletion)):
+        left = [t for t in w.failing if t not in w.stubbed]
+        if not left:
+            break
+        # wiring the deletion cut elsewhere (a re-export, an `__all__` entry) comes back with the
+        # stub, else the stub could never be imported and the gate would pass vacuously
+        files = {p: t for p, t in variant.files.items() if p in homes or t is None}
+        patch, _ = trees.diff(w.ctx.snapshot, files)
+        tree = trees.start_state(w.ctx.snapshot, patch, w.tmp / f"stub{i}")
+        run = w.runner.run_suite(RunOptions(tests=left, timeout_s=w.timeout(), extra_args=CONTINUE), tree=tree)
+        w.spent.append(run.seconds)
+        if run.broken and not run.timed_out:
+            raise Broke(run.broken)
+        w.stubbed |= {t: variant.label for t in sorted(run.passed() & set(left))}
+    w.failing = [t for t in w.failing if t not in w.stubbed]
+    if not w.failing:
+        labels = ", ".join(sorted(set(w.stubbed.values()), key=quality.LABELS.index))
+        raise Rejected("stub.passes", f"a stub body ({labels}) passes all {len(w.stubbed)} failing tests, "
+                                      f"e.g. {sorted(w.stubbed)[0]}")
+
+
+def not_similar(w: Work) -> None:
+    start = w.fresh("audit")
+    w.start_sha256 = trees.tree_digest(start)
+    similar = quality.similarity(w.deletion.removed, start, exclude=set(w.deletion.deleted_symbols))
+    w.similarity = round(similar.score, 4)
+    if similar.score >= w.opts.max_similarity:
+        raise Rejected("similar.copy", f"the deleted code is {similar.score:.2f} similar to {similar.nearest}, "
+                                       "which the start state keeps")
+
+
+def no_leak(w: Work) -> None:
+    """No distinctive line of the deleted code in the start state (git objects decompressed),
+    the problem statement, the environment or anything else the sandbox shows."""
+    start = w.tmp / "audit"
+    w.statement = statement.write(w.deletion, w.original, w.failing)
+    given = leaks.declared(w.original, w.deletion.deleted_symbols, w.deletion.keep_docstrings)
+    needles = leaks.needles(w.deletion.removed, w.original, w.deletion.files, given)
+    if not needles:
+        raise Rejected("leak.no_needle", "the deleted code has no distinctive line to audit for copies")
+    hit = leaks.audit(needles, [start], {"problem_statement": w.statement}) or _exposed(w, start, needles)
+    if hit:
+        raise Rejected("leak.found", f"deleted code found at {hit}")
+
+
+def _exposed(w: Work, start: Path, needles: list[str]) -> str | None:
+    """A copy of the deleted code in anything else a test run shows (featdel.code.exposure). With
+    docker the system directories are the image's, not this host's: only the binds count."""
+    from featdel.env.testrun import suite_readonly
+    from featdel.sandboxes.base import SandboxSpec
+    from featdel.sandboxes.local import visible_roots
+
+    env = w.ctx.env
+    roots = visible_roots(SandboxSpec(workdir=start, mount_at=env.src, readonly=suite_readonly(env)))
+    if getattr(w.runner.backend, "name", "local") != "local":
+        roots = [r for r in roots if not r.system]
+    return exposure.audit(roots, needles, exposure.package_names(env.recipe.package_dirs))
+
+
+def noop_fails(w: Work) -> None:
+    """The grader learners are scored by, given the empty patch, fails every F2P test. P2P is the
+    whole stable passing baseline but F2P (never a sample): some of it may fail in the start
+    state (tests a stub passes, tests coverage did not tie), and the fix must make those pass."""
+    w.p2p = [t for t in w.ctx.passing if t.split("::")[0] not in w.deleted_files and t not in set(w.failing)
+             and t not in w.gone]
+    noop = grade(w.grade_task(w.failing, w.p2p), "", w.runner.backend, runner=w.runner)
+    w.spent.append(noop.seconds)
+    if noop.status == GradeStatus.BROKEN:
+        raise Broke(noop.reason)
+    if noop.status == GradeStatus.RESOLVED or any(o == Outcome.PASSED for o in noop.fail_to_pass.values()):
+        passing = sorted(t for t, o in noop.fail_to_pass.items() if o == Outcome.PASSED)
+        raise Rejected("noop.passes", f"the unchanged start state passes {passing[0] if passing else 'every test'}")
+
+
+def gold_resolves(w: Work) -> None:
+    gold = grade(w.grade_task(w.failing, w.p2p), w.patch, w.runner.backend, runner=w.runner)
+    w.spent.append(gold.seconds)
+    if gold.status == GradeStatus.BROKEN:
+        raise Broke(gold.reason)
+    if gold.status != GradeStatus.RESOLVED:
+        raise Rejected("gold.unresolved", f"the gold patch is {gold.status}: {gold.reason}")
+
+
+GATES = [parses, builds, tied_tests, tests_fail, stubs_fail, not_similar, no_leak, noop_fails, gold_resolves]
