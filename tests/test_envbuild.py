@@ -105,8 +105,7 @@ def test_docker_image_from_shards_grades_gold_and_not_empty(packaged_tiny, empty
     backend = get_backend("docker")
     results = evaluate(shipped, gold_and_empty(shipped, tmp_path / "p.jsonl"), tmp_path / "r.jsonl", backend)
     assert_gold_only(results)
-    if row.lock:  # a row without a lock is built here first, to lock it
-        assert not (empty_cache / "envs").exists()  # graded in the image, not from a host env
+    assert not (empty_cache / "envs").exists()  # graded in the image, not from a host env
     assert read_jsonl(tmp_path / "r.jsonl", type(results[0]))
 
 
@@ -128,13 +127,14 @@ def test_one_failed_env_is_recorded_and_the_batch_goes_on(packaged_tiny, tmp_pat
     assert built[good["env_id"]].status == "reused"
 
 
-def test_a_row_without_lock_is_locked_from_its_built_env(packaged_tiny):
-    """Shards from before locks: docker builds first lock the env the recipe makes (here the
-    one mining built, reused from the session cache), leaving the repo itself out."""
+def test_a_row_without_lock_is_refused_in_one_line(packaged_tiny):
     from dataclasses import replace
 
     [row] = envbuild.read_rows(packaged_tiny)
-    lock = envbuild._lock_from_recipe(replace(row, lock=[]))
+    for build in (envbuild.build_local, envbuild.build_image):
+        with pytest.raises(envbuild.EnvBuildError, match="has no lock: package the run again"):
+            build(replace(row, lock=[], env_id="tinylib-nolock"))
+    lock = row.lock
     names = {line.split("==")[0].lower() for line in lock}
     assert {"pytest", "coverage", "pip"} <= names and "tinylib" not in names
     assert envbuild.requirements(lock) == lock

@@ -128,3 +128,14 @@ def test_a_flagged_trajectory_earns_nothing():
     [flagged, kept] = _monitor([hacked, clean])
     assert (flagged.reward, flagged.status) == (0.0, "flagged") and "git_internals" in flagged.reason
     assert (kept.reward, kept.status) == (1.0, "resolved")
+
+
+def test_training_stops_in_one_line_when_the_monitor_cannot_be_imported(monkeypatch, tmp_path):
+    from featdel.core.errors import TrainError
+    from featdel.trainer.rl_train import RLTrainOptions, train_rl
+
+    monkeypatch.setitem(sys.modules, "featdel.monitor", None)  # `import featdel.monitor` now raises ImportError
+    with pytest.raises(TrainError, match="monitor cannot be imported") as err:
+        train_rl(RLTrainOptions(tasks=tmp_path / "run", out=tmp_path / "out"))
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "out").exists()  # nothing was started

@@ -14,8 +14,7 @@ Both install the same way. The lock's exact distributions become wheels on the h
 `cache_root()/wheels`, together with the repo's build requirements. Then `pip install
 --no-index --no-deps` installs the locked versions and the repo editable. The host downloads so
 that a container needs no network, no index and no proxy certificates, and so that the two
-backends install the same files. A row without a lock (shards from before locks) runs its
-recipe's install commands on the host, and for docker the venv that makes is locked first.
+backends install the same files. A row without a lock is refused with a one-line error.
 """
 
 from __future__ import annotations
@@ -124,6 +123,7 @@ def build_local(row: EnvRow) -> tuple[str, bool]:
     root = cache_root() / "envs" / row.env_id
     if envs.load(root) is not None:
         return str(root), False
+    _locked(row)
     _same_minor(row, sys.version_info[:2], "this interpreter")
     if root.is_symlink():
         root.unlink()
@@ -135,15 +135,10 @@ def build_local(row: EnvRow) -> tuple[str, bool]:
     python = str(venv / "bin" / "python")
     env = {"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv), "HOME": str(root / "home"),
            "PIP_DISABLE_PIP_VERSION_CHECK": "1", "LANG": "C.UTF-8"}
-    if row.lock:
-        wheels = wheelhouse(row, src)
-        pip = [python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels), "--no-deps"]
-        _run([*pip, *requirements(row.lock)], cwd=src, log=log, env=env)
-        _run([*pip, "-e", "."], cwd=src, log=log, env=env)
-    else:  # shards from before locks: the recipe as mining ran it (network on)
-        for argv in row.install:
-            argv = [python, *argv[1:]] if argv and argv[0] == "python" else list(argv)
-            _run(argv, cwd=src, log=log, env=env)
+    wheels = wheelhouse(row, src)
+    pip = [python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels), "--no-deps"]
+    _run([*pip, *requirements(row.lock)], cwd=src, log=log, env=env)
+    _run([*pip, "-e", "."], cwd=src, log=log, env=env)
     for junk in (*src.glob("*.egg-info"), *src.glob("src/*.egg-info"), src / "build"):
         shutil.rmtree(junk, ignore_errors=True)
     marker = {"recipe": asdict(row.recipe()), "repo": row.repo, "commit": row.base_commit, "built_from": "shards"}
@@ -157,6 +152,7 @@ def build_image(row: EnvRow, *, base: str | None = None) -> tuple[str, bool]:
     from featdel.core.errors import SandboxError
     from featdel.sandboxes import images
 
+    _locked(row)
     name = image_tag(row.env_id)
     try:
         if images.image_exists(name):
@@ -164,12 +160,11 @@ def build_image(row: EnvRow, *, base: str | None = None) -> tuple[str, bool]:
         base = images.build_base_image(base or images.BASE_IMAGE)
     except SandboxError as exc:
         raise EnvBuildError(str(exc)) from None
-    lock = row.lock or _lock_from_recipe(row)
     _same_minor(row, (3, 11), f"the base image {base}")  # Debian bookworm's python3
     with tempfile.TemporaryDirectory(prefix="featdel-envbuild-") as tmp:
         src = _extract(row.snapshot, Path(tmp) / "src")
-        wheels = wheelhouse(row, src, lock=lock)
-        context = _context_tar(src, "\n".join(requirements(lock)) + "\n")
+        wheels = wheelhouse(row, src)
+        context = _context_tar(src, "\n".join(requirements(row.lock)) + "\n")
     _run_build_container(base, name, row, context, wheels)
     return name, True
 
@@ -222,7 +217,7 @@ def requirements(lock: list[str]) -> list[str]:
     return out
 
 
-def wheelhouse(row: EnvRow, tree: Path, *, lock: list[str] | None = None) -> Path:
+def wheelhouse(row: EnvRow, tree: Path) -> Path:
     """`cache_root()/wheels` holding a wheel of every locked distribution and the repo's build
     requirements (with their dependencies). Locked wheels already there are not fetched again."""
     from featdel.env.sources import cache_root
@@ -231,7 +226,7 @@ def wheelhouse(row: EnvRow, tree: Path, *, lock: list[str] | None = None) -> Pat
     wheels.mkdir(parents=True, exist_ok=True)
     have = {_canon(p.name.split("-")[0]) + "==" + p.name.split("-")[1] for p in wheels.glob("*.whl")}
     missing = []
-    for line in lock if lock is not None else row.lock:
+    for line in row.lock:
         name, sep, url = line.partition(" @ ")
         if sep:
             missing.append(line)
@@ -254,16 +249,10 @@ def _build_requires(tree: Path) -> list[str]:
     return [str(r) for r in requires] if isinstance(requires, list) and requires else list(_DEFAULT_BUILD_REQUIRES)
 
 
-def _lock_from_recipe(row: EnvRow) -> list[str]:
-    """No lock in the row: build it locally with its recipe and freeze what that installed."""
-    from featdel.env.sources import cache_root
-
-    where, _ = build_local(row)
-    python = str(Path(where) / "venv" / "bin" / "python")
-    frozen = _run([python, "-m", "pip", "freeze", "--all", "--exclude-editable", "--disable-pip-version-check"],
-                  cwd=Path(where), log=cache_root() / "wheels.log")
-    return sorted({ln.strip() for ln in frozen.splitlines() if ln.strip() and not ln.startswith(("#", "-e "))},
-                  key=str.lower)
+def _locked(row: EnvRow) -> None:
+    if not row.lock:
+        raise EnvBuildError(f"{row.env_id} has no lock: package the run again with this featdel "
+                            "(`featdel package RUN`), which records what mining installed")
 
 
 def _same_minor(row: EnvRow, have: tuple[int, int], what: str) -> None:

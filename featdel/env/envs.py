@@ -118,7 +118,7 @@ def lock(venv: Path) -> tuple[str, list[str]]:
 
 
 def _locked(env: Env, source: PinnedSource) -> Env:
-    """An env built before locks existed gets its lock the first time it is used."""
+    """The env with its lock (what the install left in the venv), recorded the first time it is used."""
     if env.recipe.lock:
         return env
     from dataclasses import replace

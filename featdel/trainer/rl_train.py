@@ -102,6 +102,11 @@ def train_rl(opts: RLTrainOptions, *, log=print, progress: bool = True) -> RLTra
     from featdel.trainer.rl_presets import preset as get_preset
 
     rank, world = _dist()
+    try:  # the monitor zeroes the reward of flagged rollouts: without it no reward can be trusted
+        import featdel.monitor  # noqa: F401
+    except ImportError as exc:
+        raise TrainError(f"the trajectory monitor cannot be imported ({exc}); training will not trust rewards "
+                         "without it: reinstall featdel") from None
     try:
         p = get_preset(opts.preset)
         rl_cfg = RLConfig(hints=opts.hints, teacher=opts.teacher or p.teacher)
