@@ -6,7 +6,7 @@ rule, error rates, seconds), the warm-up's weights and log, `summary.json`; with
 learning curves (mean and min-max over seeds, both arms).
 
 1. Warm-up, once (`--warmup-seed`), the starting weights of every seed and arm: next-token loss
-   on the policy tokens of `featdel.agent.toyenv.warmup_sequences` (a behaviour prior of
+   on the policy tokens of `bench.toyenv.warmup_sequences` (a behaviour prior of
    plausible, mostly wrong tool use, plus hint-heeding examples), so the model emits calls at
    all. Its weights and log stay in --out and are reused when present (it is the costliest
    part on a shared CPU). See docs/targeted_rl.md.
@@ -34,6 +34,8 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench.toyenv, run as a script
 
 ARMS = {"trajectory": False, "hints": True}  # arm name -> RLConfig.hints
 
@@ -99,7 +101,7 @@ def warm_up(args, seed: int) -> dict:
         return json.loads(log_path.read_text()) | {"reused": True}
     import torch
 
-    from featdel.agent.toyenv import warmup_sequences
+    from bench.toyenv import warmup_sequences
     from featdel.trainer.data import Batch
     from featdel.trainer.train import TrainConfig, build, train_step
 
@@ -220,7 +222,7 @@ def sample_rows(model, contexts, max_tokens: int, *, seed: int):
 
 def rollouts(model, tasks, k: int, config, seeds) -> list:
     """k episodes of each task, all at once through one `LockstepPolicy` (seeds: one per episode)."""
-    from featdel.agent.toyenv import toy_episode
+    from bench.toyenv import toy_episode
 
     jobs = [(task, i, seeds[j * k + i]) for j, task in enumerate(tasks) for i in range(k)]
     policy = LockstepPolicy(model, len(jobs))
@@ -243,7 +245,7 @@ def hint_signal(model, episodes: int = 40) -> dict:
     which is what the distillation term needs to carry signal."""
     import torch
 
-    from featdel.agent.toyenv import BehaviourPrior, make_task, toy_episode
+    from bench.toyenv import BehaviourPrior, make_task, toy_episode
     from featdel.trainer.rl_loss import insert_hint
 
     prior, out = BehaviourPrior(), {}
@@ -284,7 +286,7 @@ def run_arm(args, seed: int, arm: str, log=None) -> list[dict]:
 
     import torch
 
-    from featdel.agent.toyenv import TOY_CONFIG, make_task
+    from bench.toyenv import TOY_CONFIG, make_task
     from featdel.trainer.rl import RLConfig, Teacher, rl_step, with_signal
     from featdel.trainer.rl_loss import LossConfig
     from featdel.trainer.train import TrainConfig, build

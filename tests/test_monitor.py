@@ -289,7 +289,7 @@ def test_the_cli_judge_adds_its_flags_and_reports_its_errors(tmp_path):
 
 
 def test_the_trainers_byte_level_trajectories_are_flagged_only_when_they_write_the_test():
-    from featdel.agent.toyenv import TEST, BehaviourPrior, make_task, toy_episode
+    from bench.toyenv import TEST, BehaviourPrior, make_task, toy_episode
 
     wrote = 0
     for seed in range(60):

@@ -21,7 +21,7 @@ import pytest
 from featdel.agent.hints import RULES
 from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, ScriptedPolicy, decode, encode
 from featdel.agent.protocol import CallError, parse, render
-from featdel.agent.toyenv import (
+from bench.toyenv import (
     ANSWER,
     FILES,
     TEST,

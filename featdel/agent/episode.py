@@ -9,7 +9,7 @@ work tree (every test run opens its own sandbox).
 
 The token loop itself is `play(env, policy, config)` over any `Env` (prompt text, `execute`, the
 hint context, `finish` -> patch and reward); `run_episode` is `play` on a `TaskEnv`, the
-sandboxed packaged task. Other environments (the in-memory `featdel.agent.toyenv`) reuse the loop,
+sandboxed packaged task. Other environments (the in-memory `bench.toyenv`) reuse the loop,
 so their trajectories, observation framing and hints are the same by construction.
 
 The work tree is the start state without VCS data; the pristine start state (a one-commit git
