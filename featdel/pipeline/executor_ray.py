@@ -165,7 +165,8 @@ class RayExecutor:
 
         def lost(d: Deletion, why: str) -> Verdict:
             return Verdict(deletion_id=d.deletion_id, repo=d.repo, strategy=d.strategy, target=d.target,
-                           status=VerdictStatus.BROKEN, stage="sandbox", reason=_died(why))
+                           status=VerdictStatus.BROKEN, stage="sandbox", rule="sandbox.worker_died",
+                           reason=_died(why))
 
         yield from self._stream(todo, submit, lost, on_step)
 
