@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.core.errors import FeatdelError
 from featdel.core.progress import StepProgress
 from featdel.core.records import RepoRecord, Verdict
 from featdel.core.rundir import RunDir
@@ -94,9 +93,6 @@ def run(entries, run_dir: Path, backend, *, thresholds, delete: DeleteOptions, v
     `after_verify` runs before packaging (a steered run annotates its combined deletions)."""
     from featdel.pipeline.package import package
 
-    if plan is not None and delete.agent:
-        raise FeatdelError("--target-pass-rate steers the rule strategies only: run the agent strategy without it "
-                           "(drop --target-pass-rate, or the --agent-* options)")
     on_mined(mine_stage(entries, run_dir, backend, thresholds, jobs=jobs, executor=executor))
     if max_tasks is not None:
         from dataclasses import replace
