@@ -50,6 +50,15 @@ def record(work: Path) -> dict:
     return out
 
 
+def normalised(record: dict) -> dict:
+    """The one intended change of the layered refactor: a strategy's refusal was spelled
+    `rejected` at stage `delete`, and is its own status `refused` now."""
+    for v in record["verdicts"]:
+        if v["status"] == "rejected" and v["stage"] == "delete":
+            v["status"] = "refused"
+    return record
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path)
@@ -57,7 +66,7 @@ def main() -> None:
     p.add_argument("--work", type=Path, help="keep the run here (default: a temporary directory)")
     a = p.parse_args()
     if a.compare:
-        x, y = (json.loads(f.read_text()) for f in a.compare)
+        x, y = (normalised(json.loads(f.read_text())) for f in a.compare)
         same = True
         for key in sorted(set(x) | set(y)):
             ok = x.get(key) == y.get(key)
