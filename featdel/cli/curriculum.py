@@ -11,15 +11,18 @@ from typing import Annotated
 
 import typer
 
+from featdel.cli.options import CONTEXT, RunAlias, Verbose, cli_errors, run_arg
+
 curriculum_app = typer.Typer(
     help="Learner pass rates: record graded attempts, Beta posteriors per task, learnability sampling.",
     no_args_is_help=True,
+    context_settings=CONTEXT,
 )
 
-RunOpt = Annotated[Path, typer.Option("--run", help="The packaged run directory (its tasks/ and curriculum.duckdb).")]
+RunArg = Annotated[Path | None, typer.Argument(metavar="RUN", show_default=False, help="The packaged run "
+                                               "directory (its tasks/ and curriculum.duckdb).")]
 DbOpt = Annotated[Path | None, typer.Option("--db", help="Attempts file (default: RUN/curriculum.duckdb).")]
 LearnerOpt = Annotated[str | None, typer.Option("--learner", help="Only this learner's attempts (default: all).")]
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")]
 
 
 def _db(run: Path, db: Path | None) -> Path:
@@ -30,13 +33,16 @@ def _db(run: Path, db: Path | None) -> Path:
 
 @curriculum_app.command()
 def record(
-    results: Annotated[Path, typer.Argument(help="RESULTS.jsonl written by `featdel evaluate`.")],
+    ctx: typer.Context,
     learner: Annotated[str, typer.Option("--learner", help="Name of the learner these attempts belong to.")],
-    run: RunOpt = Path("runs/run"),
+    run: RunArg = None,
+    results: Annotated[Path | None, typer.Argument(metavar="RESULTS", show_default=False,
+                                                   help="RESULTS.jsonl written by `featdel evaluate`.")] = None,
     db: DbOpt = None,
     round_: Annotated[int | None, typer.Option("--round", help="Round or step (default: the learner's last + 1).")]
     = None,
     verbose: Verbose = False,
+    run_alias: RunAlias = None,
 ) -> None:
     """Load graded attempts into the attempts table (one row per result; safe to run twice).
 
@@ -44,13 +50,18 @@ def record(
 
     Examples:
 
-      featdel curriculum record results.jsonl --learner policy-v3 --run runs/a
+      featdel curriculum record runs/a results.jsonl --learner policy-v3
 
-      featdel curriculum record results.jsonl --learner policy-v3 --run runs/a --round 12
+      featdel curriculum record runs/a results.jsonl --learner policy-v3 --round 12
     """
-    from featdel.cli.options import cli_errors
     from featdel.core import store
 
+    if run_alias is not None and results is None:  # the old order: RESULTS --run RUN
+        run, results = None, run
+    run = run_arg(ctx, run, run_alias, "--run")
+    if results is None:
+        raise typer.BadParameter("missing: give RUN, then the results of `featdel evaluate`", ctx=ctx,
+                                 param_hint="'RESULTS'")
     with cli_errors(verbose):
         path = _db(run, db)
         last = store.last_round(path, learner)
@@ -72,34 +83,39 @@ def record(
 
 @curriculum_app.command()
 def stats(
-    run: RunOpt = Path("runs/run"),
+    ctx: typer.Context,
+    run: RunArg = None,
     db: DbOpt = None,
     learner: LearnerOpt = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG: pass-rate histogram and predicted "
-                                              "against observed (needs featdel[plot]).")] = None,
+                                              "against observed (needs featdel\\[plot]).")] = None,
     top: Annotated[int, typer.Option("--top", min=0, help="Tasks to list, most learnable first.")] = 10,
     verbose: Verbose = False,
+    run_alias: RunAlias = None,
 ) -> None:
-    """Beta posterior of each task's pass rate; summaries per strategy, repo and difficulty bucket;
-    the difficulty model's calibration (Brier score, share within 0.15 of observed).
+    """Beta posterior of each task's pass rate, summaries, and the difficulty model's calibration.
+
+    Summaries per strategy, repo and difficulty bucket; calibration as the Brier score and the
+    share of tasks within 0.15 of their observed pass rate.
 
     Examples:
 
-      featdel curriculum stats --run runs/a
+      featdel curriculum stats runs/a
 
-      featdel curriculum stats --run runs/a --learner policy-v3 --plot passrates.png
+      featdel curriculum stats runs/a --learner policy-v3 --plot passrates.png
     """
-    from featdel.cli.options import cli_errors
     from featdel.curriculum import report
 
+    run = run_arg(ctx, run, run_alias, "--run")
     with cli_errors(verbose):
         report.print_stats(run, _db(run, db), learner=learner, plot=plot, top=top)
 
 
 @curriculum_app.command()
 def sample(
+    ctx: typer.Context,
     n: Annotated[int, typer.Option("-n", min=1, help="How many instance ids to draw.")],
-    run: RunOpt = Path("runs/run"),
+    run: RunArg = None,
     db: DbOpt = None,
     learner: LearnerOpt = None,
     band: Annotated[tuple[float, float], typer.Option("--band", help="Keep tasks whose posterior mean pass "
@@ -107,20 +123,22 @@ def sample(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the draw (same seed, same ids).")] = 0,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the ids here (default: stdout).")] = None,
     verbose: Verbose = False,
+    run_alias: RunAlias = None,
 ) -> None:
-    """Draw instance ids, one per line, weighted by learnability p(1-p) under each task's posterior;
-    unseen tasks are explored, tasks always or never solved (strong evidence) are retired.
+    """Draw instance ids, one per line, weighted by learnability p(1-p) under each task's posterior.
+
+    Unseen tasks are explored; tasks always or never solved (strong evidence) are retired.
 
     Examples:
 
-      featdel curriculum sample -n 64 --run runs/a --seed 1 > next.txt
+      featdel curriculum sample runs/a -n 64 --seed 1 > next.txt
 
-      featdel curriculum sample -n 32 --run runs/a --band 0.2 0.8 --learner policy-v3 -o next.txt
+      featdel curriculum sample runs/a -n 32 --band 0.2 0.8 --learner policy-v3 -o next.txt
     """
-    from featdel.cli.options import cli_errors
     from featdel.core.errors import FeatdelError
     from featdel.curriculum import report
 
+    run = run_arg(ctx, run, run_alias, "--run")
     with cli_errors(verbose):
         try:
             ids = report.sample_ids(run, _db(run, db), n=n, learner=learner, band=band, seed=seed)

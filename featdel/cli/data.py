@@ -6,25 +6,43 @@ them to the main app, and imports happen inside the commands so `featdel --help`
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")]
-RunDirArg = Annotated[Path, typer.Argument(help="A packaged run directory (tasks/ and envs/ shards).")]
+from featdel.cli.options import (
+    CONTEXT,
+    SHARE,
+    SandboxName,
+    Verbose,
+    cli_errors,
+    plain,
+    renamed,
+)
+
+RunDirArg = Annotated[Path, typer.Argument(metavar="RUN", help="A packaged run directory (tasks/ and envs/ shards).")]
 
 env_app = typer.Typer(help="Environments from the shards alone: rebuild them here or as docker images.",
-                      no_args_is_help=True)
+                      no_args_is_help=True, context_settings=CONTEXT)
+
+
+class ExportFormat(StrEnum):
+    swebench = "swebench"
+    harbor = "harbor"
 
 
 @env_app.command("build")
 def env_build(
+    ctx: typer.Context,
     run_dir: RunDirArg,
-    backend: Annotated[str, typer.Option("--backend", help="local (this machine's cache) or docker (an image "
-                                         "featdel-env:<env_id>).")] = "local",
+    sandbox: Annotated[SandboxName, typer.Option("--sandbox", callback=plain, help="local (this machine's cache) "
+                                                 "or docker (an image featdel-env:<env_id>).")] = SandboxName.local,
     only: Annotated[str | None, typer.Option("--only", help="Build only this env_id.")] = None,
     verbose: Verbose = False,
+    backend: Annotated[SandboxName | None, typer.Option("--backend", hidden=True, callback=plain,
+                                                        help="Old spelling of --sandbox.")] = None,
 ) -> None:
     """Rebuild every environment of a run from its env rows (snapshot + lock).
 
@@ -36,13 +54,13 @@ def env_build(
 
       featdel env build runs/a
 
-      featdel env build runs/a --backend docker --only inflection-0.5.1-3f2a9c0d1e2b4a5c
+      featdel env build runs/a --sandbox docker --only inflection-0.5.1-3f2a9c0d1e2b4a5c
     """
-    from featdel.cli.options import cli_errors
     from featdel.core.progress import StepProgress
     from featdel.core.rundir import RunDir
     from featdel.env.envbuild import build_all
 
+    backend = renamed(ctx, "sandbox", sandbox, backend, "--backend", "--sandbox")
     with cli_errors(verbose):
         from featdel.env.envbuild import read_rows
 
@@ -54,13 +72,14 @@ def env_build(
             typer.secho(line, fg="red" if b.status == "failed" else None)
         if any(b.status == "failed" for b in built):
             raise typer.Exit(1)
-        typer.echo(f"{len(built)} environments ready for `featdel evaluate --tasks {RunDir(run_dir).root}"
+        typer.echo(f"{len(built)} environments ready for `featdel evaluate {RunDir(run_dir).root}"
                    + (" --sandbox docker`" if backend == "docker" else "`"))
 
 
 def export(
     run_dir: RunDirArg,
-    fmt: Annotated[str, typer.Option("--format", help="swebench (JSON Lines) or harbor (task folders).")],
+    fmt: Annotated[ExportFormat, typer.Option("--format", callback=plain,
+                                              help="swebench (JSON Lines) or harbor (task folders).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="FILE.jsonl for swebench, a folder for harbor.")],
     verbose: Verbose = False,
 ) -> None:
@@ -70,7 +89,7 @@ def export(
     that exits 0 only when resolved, run in that image with the patched tree at /testbed.
     harbor: OUT/<instance_id>/ with instruction.md, task.toml, environment/Dockerfile (FROM the
     per-repo image), tests/test.sh (writes /logs/verifier/reward.txt) and solution/solve.sh.
-    Build the images first with `featdel env build RUN_DIR --backend docker`.
+    Build the images first with `featdel env build RUN --sandbox docker`.
 
     Examples:
 
@@ -78,16 +97,11 @@ def export(
 
       featdel export runs/a --format harbor --out runs/a/harbor
     """
-    from featdel.cli.options import cli_errors
-    from featdel.core.errors import FeatdelError
-
     with cli_errors(verbose):
-        if fmt == "swebench":
+        if fmt == ExportFormat.swebench:
             from featdel.interop.swebench import export as write
-        elif fmt == "harbor":
-            from featdel.interop.harbor import export as write
         else:
-            raise FeatdelError(f"--format {fmt!r}: choose swebench or harbor")
+            from featdel.interop.harbor import export as write
         n = write(run_dir, out)
         typer.echo(f"{n} tasks exported to {out} ({fmt})")
 
@@ -111,7 +125,6 @@ def publish(
 
       HF_TOKEN=hf_... featdel publish runs/a --repo-id my-org/featdel-tasks --private
     """
-    from featdel.cli.options import cli_errors
     from featdel.interop.hub import publish as upload
 
     with cli_errors(verbose):
@@ -134,7 +147,6 @@ def fetch(
 
       featdel fetch /tmp/hub --out runs/hub-copy
     """
-    from featdel.cli.options import cli_errors
     from featdel.interop.hub import fetch as download
 
     with cli_errors(verbose):
@@ -143,6 +155,6 @@ def fetch(
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(env_app, name="env")
+    app.add_typer(env_app, name="env", rich_help_panel=SHARE)
     for command in (export, publish, fetch):
-        app.command()(command)
+        app.command(rich_help_panel=SHARE)(command)

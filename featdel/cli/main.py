@@ -3,7 +3,6 @@ heavy imports live inside the commands so `featdel --help` stays instant."""
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,17 +10,28 @@ from typing import Annotated
 import typer
 
 from featdel.cli.options import (
+    CONTEXT,
+    INSPECT,
+    LEARN,
+    MAKE,
+    SETUP,
+    VERBOSE,
     Address,
     Corpus,
     ExecutorOpt,
     Jobs,
     Out,
+    RunArg,
     Sandbox,
+    StrategyName,
+    TasksAlias,
     ThresholdOpt,
     Unsafe,
     Verbose,
     cli_errors,
     executor_from,
+    plain,
+    run_arg,
     thresholds_from,
 )
 
@@ -32,22 +42,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    context_settings=CONTEXT,
 )
 
+
 @app.callback()
-def main() -> None:
+def main(ctx: typer.Context, verbose: Verbose = False) -> None:
     """featdel: mine repositories, delete tested features, verify and package the tasks."""
-
-
-@app.command()
-def version() -> None:
-    """Print featdel's version.
-
-    Example: featdel version
-    """
-    from featdel import __version__
-
-    typer.echo(__version__)
+    token = VERBOSE.set(verbose)
+    ctx.call_on_close(lambda: VERBOSE.reset(token))
 
 
 def entries_from(sources: list[str], corpus: Path | None):
@@ -63,9 +66,10 @@ def entries_from(sources: list[str], corpus: Path | None):
     return entries
 
 
-@app.command()
+@app.command(rich_help_panel=MAKE)
 def mine(
-    sources: Annotated[list[str] | None, typer.Argument(help="Local git repo, git URL[@rev] or pypi:NAME==VER.")] = None,
+    sources: Annotated[list[str] | None, typer.Argument(
+        metavar="SOURCE", show_default=False, help="Local git repo, git URL\\[@rev] or pypi:NAME==VER.")] = None,
     out: Out = Path("runs/mine"),
     corpus: Corpus = None,
     workers: Jobs = 1,
@@ -102,7 +106,8 @@ def mine(
                                   jobs=workers, executor=executor_from(executor, address, workers)))
 
 
-Strategies = Annotated[list[str] | None, typer.Option("--strategy", "-s", help="Deletion strategy (repeatable); default: all.")]
+Strategies = Annotated[list[StrategyName] | None, typer.Option("--strategy", "-s", callback=plain,
+                                                              help="Deletion strategy (repeatable); default: all.")]
 MaxCandidates = Annotated[int, typer.Option("--max-candidates", min=1, help="Deletions to make per repository.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed for choosing candidates, strategies and P2P samples.")]
 FullSuite = Annotated[bool, typer.Option("--full-suite", help="Run every test per candidate, not the coverage selection.")]
@@ -129,9 +134,9 @@ def _agent_options(url: str | None, model: str | None, turns: int, strategies) -
     return {"agent": {"base_url": url, "model": model, "max_turns": turns}}
 
 
-@app.command()
+@app.command(rich_help_panel=MAKE)
 def delete(
-    out: Annotated[Path, typer.Argument(help="A run directory that `featdel mine` filled.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory that `featdel mine` filled.")],
     strategy: Strategies = None,
     max_candidates: MaxCandidates = 10,
     seed: Seed = 0,
@@ -143,7 +148,7 @@ def delete(
     unsafe_no_sandbox: Unsafe = False,
     verbose: Verbose = False,
 ) -> None:
-    """Delete tested features from every mined repository (writes OUT/deletions.jsonl).
+    """Delete tested features from every mined repository (writes RUN/deletions.jsonl).
 
     Each edit must leave the repository importable and its tests collectable (checked in the
     sandbox after every step; failed steps are rolled back).
@@ -161,18 +166,18 @@ def delete(
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
-        rd = RunDir(out)
+        rd = RunDir(run_dir)
         rd.need(rd.repos_jsonl, "run `featdel mine ... --out DIR` first")
         options = _agent_options(agent_url, agent_model, agent_turns, strategy)
         opts = DeleteOptions(strategies=strategy, max_candidates=max_candidates, seed=seed,
                              keep_docstrings=not strip_docstrings, agent=options)
-        n = delete_stage(out, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox), opts)
+        n = delete_stage(run_dir, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox), opts)
         typer.echo(f"{n} deletions in {rd.deletions_jsonl}")
 
 
-@app.command()
+@app.command(rich_help_panel=MAKE)
 def verify(
-    out: Annotated[Path, typer.Argument(help="A run directory with deletions.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="A run directory with deletions.")],
     full_suite: FullSuite = False,
     reruns: Annotated[int, typer.Option("--reruns", min=1, help="Runs whose outcomes must agree.")] = 3,
     seed: Seed = 0,
@@ -183,7 +188,7 @@ def verify(
     address: Address = None,
     verbose: Verbose = False,
 ) -> None:
-    """Verify every deletion (writes OUT/verdicts.jsonl); resumable.
+    """Verify every deletion (writes RUN/verdicts.jsonl); resumable.
 
     Examples:
 
@@ -200,11 +205,11 @@ def verify(
     from featdel.sandboxes import get_backend
 
     with cli_errors(verbose):
-        rd = RunDir(out)
+        rd = RunDir(run_dir)
         rd.need(rd.deletions_jsonl, "run `featdel delete DIR` first")
         backend = get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox)
         opts = VerifyOptions(reruns=reruns, full_suite=full_suite, seed=seed)
-        verdicts = verify_stage(out, backend, opts, executor=executor_from(executor, address, workers))
+        verdicts = verify_stage(run_dir, backend, opts, executor=executor_from(executor, address, workers))
         verdict_summary(verdicts)
 
 
@@ -212,13 +217,13 @@ HideTests = Annotated[bool, typer.Option(
     "--hide-tests", help="Leave the F2P test files out of the start state; test_patch restores them.")]
 
 
-@app.command()
+@app.command(rich_help_panel=MAKE)
 def package(
-    out: Annotated[Path, typer.Argument(help="A verified run directory.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="A verified run directory.")],
     hide_tests: HideTests = False,
     verbose: Verbose = False,
 ) -> None:
-    """Write verified tasks to OUT/tasks/*.parquet and environments to OUT/envs/*.parquet.
+    """Write verified tasks to RUN/tasks/*.parquet and environments to RUN/envs/*.parquet.
 
     Examples:
 
@@ -232,15 +237,16 @@ def package(
     from featdel.pipeline.package import package as write
 
     with cli_errors(verbose):
-        rd = RunDir(out)
+        rd = RunDir(run_dir)
         rd.need(rd.verdicts_jsonl, "run `featdel verify DIR` first")
-        tasks, envs = write(out, hide_tests=hide_tests)
+        tasks, envs = write(run_dir, hide_tests=hide_tests)
         typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
 
 
-@app.command()
+@app.command(rich_help_panel=MAKE)
 def run(
-    sources: Annotated[list[str] | None, typer.Argument(help="Local git repo, git URL[@rev] or pypi:NAME==VER.")] = None,
+    sources: Annotated[list[str] | None, typer.Argument(
+        metavar="SOURCE", show_default=False, help="Local git repo, git URL\\[@rev] or pypi:NAME==VER.")] = None,
     out: Out = Path("runs/run"),
     corpus: Corpus = None,
     strategy: Strategies = None,
@@ -286,6 +292,7 @@ def run(
       featdel run --corpus corpora/pypi.toml --out runs/d --executor ray --address auto --sandbox docker
     """
     from featdel.cli.summaries import verdict_summary
+    from featdel.core.errors import FeatdelError
     from featdel.core.rundir import RunDir
     from featdel.pipeline.run import DeleteOptions
     from featdel.pipeline.run import run as run_all
@@ -296,6 +303,9 @@ def run(
         options = _agent_options(agent_url, agent_model, agent_turns, strategy)
         per_repo = max_candidates if max_tasks is None else min(max_candidates, max_tasks)
         plan = after = None
+        if options is not None and target_pass_rate is not None:
+            raise FeatdelError("--target-pass-rate steers the rule strategies only: run the agent strategy without "
+                               "it (drop --target-pass-rate, or the --agent-* options)")
         if target_pass_rate is not None:
             from featdel.curriculum import generate
 
@@ -316,9 +326,9 @@ def run(
         typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
 
 
-@app.command()
+@app.command(rich_help_panel=INSPECT)
 def show(
-    out: Annotated[Path, typer.Argument(help="A packaged run directory.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="A packaged run directory.")],
     instance_id: Annotated[str | None, typer.Argument(help="A task id; omit to list the tasks.")] = None,
     verbose: Verbose = False,
 ) -> None:
@@ -334,13 +344,13 @@ def show(
     from featdel.core.rundir import RunDir
 
     with cli_errors(verbose):
-        RunDir(out).need(RunDir(out).tasks_dir, "run `featdel package DIR` first")
-        show_task(out, instance_id) if instance_id else task_list(out)
+        RunDir(run_dir).need(RunDir(run_dir).tasks_dir, "run `featdel package DIR` first")
+        show_task(run_dir, instance_id) if instance_id else task_list(run_dir)
 
 
-@app.command()
+@app.command(rich_help_panel=INSPECT)
 def materialize(
-    out: Annotated[Path, typer.Argument(help="A packaged run directory.")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN", help="A packaged run directory.")],
     instance_id: Annotated[str, typer.Argument(help="The task to materialise.")],
     dest: Annotated[Path, typer.Argument(help="Where to write the start state (must not exist).")],
     verbose: Verbose = False,
@@ -354,15 +364,16 @@ def materialize(
     from featdel.interop.materialize import materialize as write
 
     with cli_errors(verbose):
-        hint = write(out, instance_id, dest)
+        hint = write(run_dir, instance_id, dest)
         typer.echo(hint)
 
 
-@app.command()
+@app.command(rich_help_panel=LEARN)
 def evaluate(
-    tasks: Annotated[Path, typer.Option("--tasks", help="A packaged run directory (tasks/ and envs/ shards).")],
+    ctx: typer.Context,
     predictions: Annotated[Path, typer.Option("--predictions", help="SWE-bench predictions: JSON Lines with "
                                               "instance_id, model_patch, model_name_or_path.")],
+    run_dir: RunArg = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Results (JSON Lines); appended, so a rerun resumes.")]
     = Path("results.jsonl"),
     workers: Annotated[int, typer.Option("--workers", "-j", min=1, help="Predictions graded in parallel.")] = 1,
@@ -371,6 +382,7 @@ def evaluate(
     allow_suspect: Annotated[bool, typer.Option("--allow-suspect", help="Grade patches the tamper scan flags "
                                                 "instead of scoring them 0.")] = False,
     verbose: Verbose = False,
+    tasks: TasksAlias = None,
 ) -> None:
     """Grade a model's patches on packaged tasks, safely (docs/grading.md).
 
@@ -381,9 +393,9 @@ def evaluate(
 
     Examples:
 
-      featdel evaluate --tasks runs/a --predictions preds.jsonl --out results.jsonl
+      featdel evaluate runs/a --predictions preds.jsonl --out results.jsonl
 
-      featdel evaluate --tasks runs/a --predictions preds.jsonl -j 2 --sandbox docker
+      featdel evaluate runs/a --predictions preds.jsonl -j 2 --sandbox docker
     """
     from featdel.cli.summaries import grade_summary
     from featdel.core.progress import StepProgress
@@ -392,15 +404,26 @@ def evaluate(
     from featdel.grading.evaluate import read_predictions
     from featdel.sandboxes import get_backend
 
+    run_dir = run_arg(ctx, run_dir, tasks, "--tasks")
     with cli_errors(verbose):
-        RunDir(tasks).need(RunDir(tasks).tasks_dir, "run `featdel package DIR` first")
+        RunDir(run_dir).need(RunDir(run_dir).tasks_dir, "run `featdel package DIR` first")
         backend = get_backend(sandbox)
         ids = [p.instance_id for p in read_predictions(predictions)]
         with StepProgress("grading", ids) as progress:
-            results = grade_all(tasks, predictions, out, backend, jobs=workers, allow_suspect=allow_suspect,
+            results = grade_all(run_dir, predictions, out, backend, jobs=workers, allow_suspect=allow_suspect,
                                 timeout_s=timeout, on_step=progress.step)
         grade_summary(results)
         typer.echo(f"{len(results)} results in {out}")
+
+
+def version() -> None:
+    """Print featdel's version.
+
+    Example: featdel version
+    """
+    from featdel import __version__
+
+    typer.echo(__version__)
 
 
 def _mined_or_exit(records) -> None:
@@ -415,22 +438,24 @@ def _mined_or_exit(records) -> None:
 
 
 def _register_subcommands() -> None:
-    with contextlib.suppress(ImportError):
-        from featdel.cli.sandbox import sandbox_app
-
-        app.add_typer(sandbox_app, name="sandbox")
-    from featdel.cli.curriculum import curriculum_app
-
-    app.add_typer(curriculum_app, name="curriculum")
-    from featdel.cli.data import register  # env build, export, publish, fetch
-
-    register(app)
+    # In the order of `featdel --help`. No import guard: a command module that fails to import
+    # is a bug to see, not a group to hide.
     from featdel.cli.solve import register as register_solve  # solve, monitor
 
     register_solve(app)
     from featdel.cli.train import register as register_train
 
     register_train(app)
+    from featdel.cli.curriculum import curriculum_app
+
+    app.add_typer(curriculum_app, name="curriculum", rich_help_panel=LEARN)
+    from featdel.cli.data import register  # env build, export, publish, fetch
+
+    register(app)
+    app.command(rich_help_panel=SETUP)(version)
+    from featdel.cli.sandbox import sandbox_app
+
+    app.add_typer(sandbox_app, name="sandbox", rich_help_panel=SETUP)
 
 
 _register_subcommands()

@@ -14,9 +14,12 @@ from typing import Annotated
 
 import typer
 
+from featdel.cli.options import CONTEXT, SandboxName, plain, renamed, verbose_wanted
+
 sandbox_app = typer.Typer(
     help="Run untrusted commands isolated (local bubblewrap or Docker), build images, diagnose.",
     no_args_is_help=True,
+    context_settings=CONTEXT,
 )
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1000, "kib": 1 << 10, "m": 1 << 20, "mb": 1000**2,
@@ -50,14 +53,19 @@ def venv_of(program: str) -> tuple[Path, ...]:
 
 
 def _fail(exc: Exception) -> typer.Exit:
+    """The one-line error and exit 2; with `featdel -v` the traceback instead."""
+    if verbose_wanted():
+        raise exc
     typer.echo(f"featdel: error: {exc}", err=True)
     return typer.Exit(2)
 
 
 @sandbox_app.command("exec", context_settings={"allow_interspersed_args": False})
 def exec_(
+    ctx: typer.Context,
     cmd: Annotated[list[str], typer.Argument(help="The command and its arguments (after --).")],
-    backend: Annotated[str, typer.Option("--backend", "-b", help="local or docker.")] = "local",
+    sandbox: Annotated[SandboxName, typer.Option("--sandbox", callback=plain, help="Sandbox backend: local "
+                                                 "(bubblewrap) or docker.")] = SandboxName.local,
     image: Annotated[str | None, typer.Option(help="Docker image (default: the base image).")] = None,
     workdir: Annotated[Path | None, typer.Option(
         help="Host directory the command runs in (writable; as root it is handed to uid 65532). "
@@ -72,6 +80,8 @@ def exec_(
     network: Annotated[bool, typer.Option(help="Allow network access (default: none).")] = False,
     unsafe_no_sandbox: Annotated[bool, typer.Option(
         "--unsafe-no-sandbox", help="Without bubblewrap, run UNISOLATED instead of refusing.")] = False,
+    backend: Annotated[SandboxName | None, typer.Option("--backend", "-b", hidden=True, callback=plain,
+                                                        help="Old spelling of --sandbox.")] = None,
 ) -> None:
     """Run CMD in a sandbox, stream its output and exit with its exit code.
 
@@ -81,7 +91,7 @@ def exec_(
     Examples:
       featdel sandbox exec -- python3 -c 'print(1)'
       featdel sandbox exec --workdir ./scratch --timeout 60 --memory 1G -- pytest -q
-      featdel sandbox exec --backend docker --image featdel-base:bookworm -- id
+      featdel sandbox exec --sandbox docker --image featdel-base:bookworm -- id
       featdel sandbox exec --workdir ./start --mount-at ~/.cache/featdel/envs/K/src -- ~/.cache/featdel/envs/K/venv/bin/python -m pytest
     """
     import tempfile
@@ -89,6 +99,7 @@ def exec_(
     from featdel.core.errors import SandboxError
     from featdel.sandboxes import Limits, SandboxSpec, get_backend
 
+    backend = renamed(ctx, "sandbox", sandbox, backend, "--backend", "--sandbox")
     size = parse_size(memory)
 
     def stream(name: str, data: bytes) -> None:

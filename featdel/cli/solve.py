@@ -11,7 +11,16 @@ from typing import Annotated
 
 import typer
 
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")]
+from featdel.cli.options import (
+    LEARN,
+    RunArg,
+    Sandbox,
+    SandboxName,
+    TasksAlias,
+    Verbose,
+    cli_errors,
+    run_arg,
+)
 
 
 def monitor(
@@ -40,7 +49,6 @@ def monitor(
     """
     import json
 
-    from featdel.cli.options import cli_errors
     from featdel.core.errors import FeatdelError
 
     with cli_errors(verbose):
@@ -72,7 +80,8 @@ def monitor(
 
 
 def solve(
-    tasks: Annotated[Path, typer.Option("--tasks", help="A packaged run directory (tasks/ and envs/ shards).")],
+    ctx: typer.Context,
+    run_dir: RunArg = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="SWE-bench predictions (JSON Lines); appended, so a "
                                       "rerun skips the tasks already there.")] = Path("preds.jsonl"),
     agent_url: Annotated[str | None, typer.Option("--agent-url", help="OpenAI-compatible server of the model, "
@@ -80,7 +89,7 @@ def solve(
     agent_model: Annotated[str | None, typer.Option("--agent-model", help="The model name the server serves.")]
     = None,
     policy: Annotated[Path | None, typer.Option("--policy", help="A `featdel train` checkpoint instead of a "
-                                                "server (needs featdel[train]).")] = None,
+                                                "server (needs featdel\\[train]).")] = None,
     ids: Annotated[Path | None, typer.Option("--ids", help="Only these instance ids (one per line, e.g. from "
                                              "`featdel curriculum sample`).")] = None,
     trajectories: Annotated[Path | None, typer.Option("--trajectories", help="Trajectories JSONL (default: "
@@ -91,9 +100,9 @@ def solve(
                                                       "server (default: the server's).")] = None,
     grade: Annotated[bool, typer.Option("--grade/--no-grade", help="Grade each final patch for a quick "
                                         "pass/fail (featdel evaluate grades the predictions either way).")] = True,
-    sandbox: Annotated[str, typer.Option("--sandbox", help="Sandbox backend: local (bubblewrap) or docker.")]
-    = "local",
+    sandbox: Sandbox = SandboxName.local,
     verbose: Verbose = False,
+    tasks: TasksAlias = None,
 ) -> None:
     """Run a served model (or a checkpoint) as the learner on packaged tasks.
 
@@ -104,13 +113,13 @@ def solve(
 
     Examples:
 
-      featdel solve --tasks runs/a --agent-url http://127.0.0.1:8000/v1 --agent-model qwen --out preds.jsonl
+      featdel solve runs/a --agent-url http://127.0.0.1:8000/v1 --agent-model qwen --out preds.jsonl
 
-      featdel solve --tasks runs/a --ids next.txt --policy ckpt/step-400 --out preds.jsonl -j 2
+      featdel solve runs/a --ids next.txt --policy ckpt/step-400 --out preds.jsonl -j 2
     """
-    from featdel.cli.options import cli_errors
     from featdel.core.errors import FeatdelError
 
+    run_dir = run_arg(ctx, run_dir, tasks, "--tasks")
     with cli_errors(verbose):
         if (policy is None) == (agent_url is None) or (agent_url is not None and not agent_model):
             raise FeatdelError("give either --agent-url URL --agent-model NAME, or --policy CHECKPOINT")
@@ -121,7 +130,7 @@ def solve(
         from featdel.core.rundir import RunDir
         from featdel.sandboxes import get_backend
 
-        RunDir(tasks).need(RunDir(tasks).tasks_dir, "run `featdel package DIR` first")
+        RunDir(run_dir).need(RunDir(run_dir).tasks_dir, "run `featdel package DIR` first")
         chosen = None
         if ids is not None:
             if not ids.is_file():
@@ -140,13 +149,13 @@ def solve(
         if chosen is None:
             from featdel.core.shards import read_tasks
 
-            chosen = [r["instance_id"] for r in read_tasks(tasks).select(["instance_id"]).to_pylist()]
+            chosen = [r["instance_id"] for r in read_tasks(run_dir).select(["instance_id"]).to_pylist()]
         with StepProgress("solving", chosen) as progress:
-            results = run_solve(tasks, out, traj_path, learner, backend, model=model, ids=chosen, jobs=workers,
+            results = run_solve(run_dir, out, traj_path, learner, backend, model=model, ids=chosen, jobs=workers,
                                 grade=grade, on_step=progress.step)
         _solve_table(results)
         typer.echo(f"{len(results)} tasks run: predictions in {out}, trajectories in {traj_path}; next: "
-                   f"`featdel evaluate --tasks {tasks} --predictions {out}`")
+                   f"`featdel evaluate {run_dir} --predictions {out}`")
 
 
 def _solve_table(results) -> None:
@@ -170,7 +179,7 @@ def _solve_table(results) -> None:
 
 def register(app: typer.Typer) -> None:
     for command in (solve, monitor):
-        app.command()(command)
+        app.command(rich_help_panel=LEARN)(command)
 
 
 def _load_policy(checkpoint: Path):
