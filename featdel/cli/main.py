@@ -119,7 +119,7 @@ AgentTurns = Annotated[int, typer.Option("--agent-turns", min=1, help="Model rep
 
 
 def _agent_options(url: str | None, model: str | None, turns: int, strategies) -> dict | None:
-    """The registry options of the `agent` strategy, or None when it is not asked for."""
+    """The `agent` strategy's options (`DeleteOptions.agent`), or None when it is not asked for."""
     from featdel.core.errors import FeatdelError
 
     if url is None and model is None:
@@ -131,7 +131,7 @@ def _agent_options(url: str | None, model: str | None, turns: int, strategies) -
     from featdel.core.llm import ChatClient
 
     ChatClient(url, model)  # a bad URL fails here, before any work
-    return {"agent": {"base_url": url, "model": model, "max_turns": turns}}
+    return {"base_url": url, "model": model, "max_turns": turns}
 
 
 @app.command(rich_help_panel=MAKE)
