@@ -44,11 +44,11 @@ def test_record_stats_sample_on_a_real_run(packaged_tiny, local_backend, tmp_pat
         f.write(json.dumps({"instance_id": tasks[0]["instance_id"], "status": "broken", "reward": 0.0}) + "\n")
     db = tmp_path / "c.duckdb"
     runner = CliRunner()
-    common = ["--run", str(packaged_tiny), "--db", str(db)]
-    first = runner.invoke(app, ["curriculum", "record", str(results), "--learner", "L", *common])
+    common = [str(packaged_tiny), "--db", str(db)]
+    first = runner.invoke(app, ["curriculum", "record", *common, str(results), "--learner", "L"])
     assert first.exit_code == 0, first.output
     assert f"{2 * len(tasks) + 1} new attempts" in first.output and "1 broken" in first.output
-    again = runner.invoke(app, ["curriculum", "record", str(results), "--learner", "L", *common])
+    again = runner.invoke(app, ["curriculum", "record", *common, str(results), "--learner", "L"])
     assert "0 new attempts" in again.output
     out = store.outcomes(db, learner="L")
     assert all((o.successes, o.trials) == (1.0, 2) for o in out.values())
@@ -61,7 +61,7 @@ def test_record_stats_sample_on_a_real_run(packaged_tiny, local_backend, tmp_pat
     assert draws[0].output == draws[1].output
     ids = draws[0].output.split()
     assert len(ids) == 2 and set(ids) <= {t["instance_id"] for t in tasks}
-    missing = runner.invoke(app, ["curriculum", "stats", "--run", str(packaged_tiny), "--db", str(tmp_path / "no.db")])
+    missing = runner.invoke(app, ["curriculum", "stats", str(packaged_tiny), "--db", str(tmp_path / "no.db")])
     assert missing.exit_code == 2 and "record attempts first" in missing.output
 
 

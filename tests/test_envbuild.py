@@ -63,7 +63,7 @@ def empty_cache(tmp_path):
 
 def test_local_rebuild_from_shards_grades_gold_and_not_empty(packaged_tiny, empty_cache, tmp_path, local_backend):
     shipped = ship(packaged_tiny, tmp_path / "shipped")
-    done = subprocess.run([sys.executable, "-m", "featdel.cli.main", "evaluate", "--tasks", str(shipped), "--predictions",
+    done = subprocess.run([sys.executable, "-m", "featdel.cli.main", "evaluate", str(shipped), "--predictions",
                            str(gold_and_empty(shipped, tmp_path / "p.jsonl")), "--out", str(tmp_path / "r0.jsonl")],
                           capture_output=True, text=True, timeout=300, env=os.environ)
     assert "featdel env build" in (tmp_path / "r0.jsonl").read_text()  # not built here yet: says how

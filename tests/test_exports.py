@@ -1,6 +1,6 @@
 """SWE-bench and Harbor exports grade like featdel does, inside the per-repo image.
 
-Pins: every SWE-bench row names the image `featdel env build --backend docker` makes and carries
+Pins: every SWE-bench row names the image `featdel env build --sandbox docker` makes and carries
 an eval script that, run in that image on the start state with the gold patch at /testbed,
 exits 0; on the unchanged start state, or with the tests edited to pass, it exits non-zero.
 Every Harbor task folder has the files Harbor reads, a task.toml that parses, and an

@@ -47,7 +47,7 @@ def test_bad_input_is_a_one_line_error(tmp_path):
     r = runner.invoke(app, ["sandbox", "exec", "--workdir", str(tmp_path / "nope"), "--", "true"])
     assert r.exit_code == 2 and "not an existing directory" in r.output
     assert runner.invoke(app, ["sandbox", "exec", "--memory", "lots", "--", "true"]).exit_code == 2
-    assert runner.invoke(app, ["sandbox", "exec", "--backend", "vm", "--", "true"]).exit_code == 2
+    assert runner.invoke(app, ["sandbox", "exec", "--sandbox", "vm", "--", "true"]).exit_code == 2
     r = runner.invoke(app, ["sandbox", "exec", "--timeout", "0", "--", "true"])
     assert r.exit_code == 2 and "must be positive" in r.output and "Traceback" not in r.output
     assert parse_size("512M") == 512 << 20 and parse_size("2G") == 2 << 30 and parse_size("1000") == 1000

@@ -133,20 +133,20 @@ def test_cli_round_trip_solve_evaluate_record_monitor(packaged_tiny, task_row, t
     preds, results, db = tmp_path / "preds.jsonl", tmp_path / "results.jsonl", tmp_path / "c.duckdb"
     runner = CliRunner()
     with scripted_server(cheat_script(task_row)) as srv:
-        solved = runner.invoke(app, ["solve", "--tasks", str(packaged_tiny), "--ids", str(tmp_path / "ids.txt"),
+        solved = runner.invoke(app, ["solve", str(packaged_tiny), "--ids", str(tmp_path / "ids.txt"),
                                      "--agent-url", srv.url, "--agent-model", "cli-bot", "--out", str(preds)])
     assert solved.exit_code == 0, solved.output
     assert "unresolved" in solved.output and Path(tmp_path / "preds_trajectories.jsonl").is_file()
-    graded = runner.invoke(app, ["evaluate", "--tasks", str(packaged_tiny), "--predictions", str(preds),
+    graded = runner.invoke(app, ["evaluate", str(packaged_tiny), "--predictions", str(preds),
                                  "--out", str(results)])
     assert graded.exit_code == 0, graded.output
-    recorded = runner.invoke(app, ["curriculum", "record", str(results), "--learner", "cli-bot", "--run",
-                                   str(packaged_tiny), "--db", str(db)])
+    recorded = runner.invoke(app, ["curriculum", "record", str(packaged_tiny), str(results), "--learner",
+                                   "cli-bot", "--db", str(db)])
     assert recorded.exit_code == 0, recorded.output
     assert [(a.instance_id, a.status, a.model) for a in attempts(db)] == [(iid, "unresolved", "cli-bot")]
     watched = runner.invoke(app, ["monitor", str(tmp_path / "preds_trajectories.jsonl"), "--db", str(db),
                                   "--learner", "cli-bot"])
     assert watched.exit_code == 0, watched.output
     assert [(f.instance_id, f.rule) for f in flags(db)] == [(iid, "test_edit")]
-    bad = runner.invoke(app, ["solve", "--tasks", str(packaged_tiny), "--agent-model", "x"])
+    bad = runner.invoke(app, ["solve", str(packaged_tiny), "--agent-model", "x"])
     assert bad.exit_code == 2 and "--agent-url" in bad.output

@@ -66,7 +66,7 @@ def test_train_a_hugging_face_checkpoint_and_load_it_as_a_policy(hf_dir, package
     from featdel.trainer.policy_io import load_policy
 
     out = tmp_path / "hf"
-    done = subprocess.run([FEATDEL, "train", "--tasks", str(packaged_tiny), "--preset", "debug", "--steps", "1",
+    done = subprocess.run([FEATDEL, "train", str(packaged_tiny), "--preset", "debug", "--steps", "1",
                            "--out", str(out), "--db", str(tmp_path / "c.duckdb"), "--model", str(hf_dir)],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -82,7 +82,7 @@ def test_train_a_hugging_face_checkpoint_and_load_it_as_a_policy(hf_dir, package
 
 
 def test_a_folder_without_a_checkpoint_is_one_line(tmp_path, packaged_tiny):
-    done = subprocess.run([FEATDEL, "train", "--tasks", str(packaged_tiny), "--out", str(tmp_path / "o"),
+    done = subprocess.run([FEATDEL, "train", str(packaged_tiny), "--out", str(tmp_path / "o"),
                            "--db", str(tmp_path / "c.duckdb"), "--model", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode != 0 and "not a Hugging Face checkpoint folder" in done.stderr

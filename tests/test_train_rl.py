@@ -24,7 +24,7 @@ FEATDEL = str(Path(sys.executable).parent / "featdel")
 
 
 def train(run_dir, out, *extra, steps=2, launcher=()):
-    argv = [*launcher, FEATDEL, "train", "--tasks", str(run_dir), "--preset", "debug", "--steps", str(steps),
+    argv = [*launcher, FEATDEL, "train", str(run_dir), "--preset", "debug", "--steps", str(steps),
             "--out", str(out), "--db", str(out.parent / f"{out.name}.duckdb"), *extra]
     return subprocess.run(argv, capture_output=True, text=True, timeout=900)
 
@@ -66,7 +66,7 @@ def test_train_writes_everything_resumes_and_refuses_another_run(packaged_tiny, 
 
     # the checkpoint is a learner for `featdel solve --policy`: one prediction and trajectory per task
     preds = tmp_path / "preds.jsonl"
-    solved = subprocess.run([FEATDEL, "solve", "--tasks", str(packaged_tiny), "--policy", str(out), "--out",
+    solved = subprocess.run([FEATDEL, "solve", str(packaged_tiny), "--policy", str(out), "--out",
                              str(preds), "--max-turns", "2"], capture_output=True, text=True, timeout=900)
     assert solved.returncode == 0, solved.stdout + solved.stderr
     rows = [json.loads(line) for line in preds.read_text().splitlines()]
