@@ -44,8 +44,8 @@ def hf_dir(tmp_path_factory):
 
 
 def test_cached_sampling_matches_a_full_forward_and_turns_end_at_a_newline_token(hf_dir):
-    from featdel.agent.policy import TransformerPolicy
     from featdel.trainer.hf import load
+    from featdel.trainer.policy import TransformerPolicy
 
     model, codec = load(hf_dir)
     stops = [i for i in range(codec.vocab) if codec.is_stop(i)]

@@ -54,16 +54,9 @@ def main(ctx: typer.Context, verbose: Verbose = False) -> None:
 
 
 def entries_from(sources: list[str], corpus: Path | None):
-    from featdel.core.errors import CorpusError
-    from featdel.env.corpus import CorpusEntry, load
-    from featdel.env.recipe import Overrides
+    from featdel.env.corpus import entries
 
-    entries = [CorpusEntry(source=s, overrides=Overrides()) for s in sources]
-    if corpus is not None:
-        entries += load(corpus)
-    if not entries:
-        raise CorpusError("nothing to do: give SOURCE arguments or --corpus FILE")
-    return entries
+    return entries(sources, corpus)
 
 
 @app.command(rich_help_panel=MAKE)
@@ -119,19 +112,9 @@ AgentTurns = Annotated[int, typer.Option("--agent-turns", min=1, help="Model rep
 
 
 def _agent_options(url: str | None, model: str | None, turns: int, strategies) -> dict | None:
-    """The `agent` strategy's options (`DeleteOptions.agent`), or None when it is not asked for."""
-    from featdel.core.errors import FeatdelError
+    from featdel.pipeline.run import agent_options
 
-    if url is None and model is None:
-        if strategies and "agent" in strategies:
-            raise FeatdelError("--strategy agent needs --agent-url URL and --agent-model NAME")
-        return None
-    if not (url and model):
-        raise FeatdelError("give both --agent-url URL and --agent-model NAME")
-    from featdel.core.llm import ChatClient
-
-    ChatClient(url, model)  # a bad URL fails here, before any work
-    return {"base_url": url, "model": model, "max_turns": turns}
+    return agent_options(url, model, turns, strategies)
 
 
 @app.command(rich_help_panel=MAKE)

@@ -105,24 +105,10 @@ def executor_from(name: str, address: str | None, workers: int):
 
 
 def thresholds_from(items: list[str] | None):
-    """Parse KEY=VALUE overrides of `featdel.pipeline.mine.Thresholds`; unknown keys are one-line errors."""
-    from dataclasses import fields, replace
-
-    from featdel.core.errors import FeatdelError
+    """`featdel.pipeline.mine.Thresholds` with the --threshold KEY=VALUE overrides."""
     from featdel.pipeline.mine import Thresholds
 
-    known = {f.name: f.type for f in fields(Thresholds)}
-    result = Thresholds()
-    for item in items or []:
-        key, _, value = item.partition("=")
-        if key not in known or not value:
-            raise FeatdelError(f"--threshold {item!r}: use KEY=VALUE with KEY one of {', '.join(known)}")
-        try:
-            number = int(value) if known[key] in ("int", int) else float(value)
-        except ValueError:
-            raise FeatdelError(f"--threshold {item!r}: {value!r} is not a number") from None
-        result = replace(result, **{key: number})
-    return result
+    return Thresholds.from_overrides(items)
 
 
 # `featdel -v COMMAND`: set by the app's callback for the length of one invocation.

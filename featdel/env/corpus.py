@@ -60,3 +60,16 @@ def load(path: Path) -> list[CorpusEntry]:
                 kwargs[key] = value
         entries.append(CorpusEntry(source=source, overrides=Overrides(**kwargs)))
     return entries
+
+
+def entries(sources: list[str], corpus: Path | None = None) -> list[CorpusEntry]:
+    """Corpus entries for `sources` (each with default overrides) and the manifest `corpus`;
+    a one-line error when both are empty."""
+    from featdel.env.recipe import Overrides
+
+    out = [CorpusEntry(source=s, overrides=Overrides()) for s in sources]
+    if corpus is not None:
+        out += load(corpus)
+    if not out:
+        raise CorpusError("nothing to do: give SOURCE arguments or --corpus FILE")
+    return out

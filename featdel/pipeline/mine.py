@@ -33,6 +33,24 @@ class Thresholds:
     min_coverage: float = 30.0  # percent of the package's statements run by the suite
     baseline_runs: int = 3
 
+    @classmethod
+    def from_overrides(cls, items: list[str] | None) -> Thresholds:
+        """The defaults with KEY=VALUE overrides; an unknown key or a non-number is a one-line error."""
+        from dataclasses import fields
+
+        known = {f.name: f.type for f in fields(cls)}
+        result = cls()
+        for item in items or []:
+            key, _, value = item.partition("=")
+            if key not in known or not value:
+                raise FeatdelError(f"--threshold {item!r}: use KEY=VALUE with KEY one of {', '.join(known)}")
+            try:
+                number = int(value) if known[key] in ("int", int) else float(value)
+            except ValueError:
+                raise FeatdelError(f"--threshold {item!r}: {value!r} is not a number") from None
+            result = replace(result, **{key: number})
+        return result
+
 
 def mine(
     entries: list[CorpusEntry],

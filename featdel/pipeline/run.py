@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from featdel.core.errors import FeatdelError
 from featdel.core.progress import StepProgress
 from featdel.core.records import RepoRecord, Verdict
 from featdel.core.rundir import RunDir
@@ -35,6 +36,21 @@ class DeleteOptions:
         for name in names:
             strategy(name)  # unknown names fail here, before any work
         return names
+
+
+def agent_options(url: str | None, model: str | None, turns: int, strategies) -> dict | None:
+    """The `agent` strategy's options (`DeleteOptions.agent`), or None when it is not asked for;
+    a one-line error when they are incomplete or the URL is not one."""
+    if url is None and model is None:
+        if strategies and "agent" in strategies:
+            raise FeatdelError("--strategy agent needs --agent-url URL and --agent-model NAME")
+        return None
+    if not (url and model):
+        raise FeatdelError("give both --agent-url URL and --agent-model NAME")
+    from featdel.core.llm import ChatClient
+
+    ChatClient(url, model)  # a bad URL fails here, before any work
+    return {"base_url": url, "model": model, "max_turns": turns}
 
 
 def mine_stage(entries, run_dir: Path, backend, thresholds, *, jobs: int = 1, executor=None) -> list[RepoRecord]:
