@@ -240,3 +240,21 @@ def solve(run_dir: Path, predictions: Path, trajectories: Path, learner, backend
         with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="solve") as pool:
             results = list(pool.map(one, todo))
     return results + [SolveResult(instance_id=i, status="error", reason="no such task in the run") for i in missing]
+
+
+def instance_ids(run_dir: Path, ids_file: Path | None = None) -> list[str]:
+    """The ids listed in `ids_file` (one per line), else every packaged task of `run_dir`."""
+    from featdel.core.errors import FeatdelError
+
+    if ids_file is None:
+        from featdel.core.shards import read_tasks
+
+        return [r["instance_id"] for r in read_tasks(run_dir).select(["instance_id"]).to_pylist()]
+    if not Path(ids_file).is_file():
+        raise FeatdelError(f"--ids {ids_file} is not a file: give instance ids, one per line")
+    return [line.strip() for line in Path(ids_file).read_text().splitlines() if line.strip()]
+
+
+def trajectories_path(predictions: Path) -> Path:
+    """Where the trajectories of `predictions` go by default: `NAME_trajectories.jsonl` beside it."""
+    return predictions.with_name(predictions.name.removesuffix(".jsonl") + "_trajectories.jsonl")

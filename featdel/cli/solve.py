@@ -124,18 +124,14 @@ def solve(
         if (policy is None) == (agent_url is None) or (agent_url is not None and not agent_model):
             raise FeatdelError("give either --agent-url URL --agent-model NAME, or --policy CHECKPOINT")
         from featdel.agent.episode import EpisodeConfig
-        from featdel.agent.solve import ChatLearner, PolicyLearner
+        from featdel.agent.solve import ChatLearner, PolicyLearner, instance_ids, trajectories_path
         from featdel.agent.solve import solve as run_solve
         from featdel.core.progress import StepProgress
         from featdel.core.rundir import RunDir
         from featdel.sandboxes import get_backend
 
         RunDir(run_dir).need(RunDir(run_dir).tasks_dir, "run `featdel package DIR` first")
-        chosen = None
-        if ids is not None:
-            if not ids.is_file():
-                raise FeatdelError(f"--ids {ids} is not a file: give instance ids, one per line")
-            chosen = [line.strip() for line in ids.read_text().splitlines() if line.strip()]
+        chosen = instance_ids(run_dir, ids)
         config = EpisodeConfig(max_turns=max_turns)
         if policy is not None:
             learner, model = PolicyLearner(_load_policy(policy), config), str(policy)
@@ -144,12 +140,8 @@ def solve(
 
             learner = ChatLearner(ChatClient(agent_url, agent_model, temperature=temperature), config)
             model = agent_model
-        traj_path = trajectories or out.with_name(out.name.removesuffix(".jsonl") + "_trajectories.jsonl")
+        traj_path = trajectories or trajectories_path(out)
         backend = get_backend(sandbox)
-        if chosen is None:
-            from featdel.core.shards import read_tasks
-
-            chosen = [r["instance_id"] for r in read_tasks(run_dir).select(["instance_id"]).to_pylist()]
         with StepProgress("solving", chosen) as progress:
             results = run_solve(run_dir, out, traj_path, learner, backend, model=model, ids=chosen, jobs=workers,
                                 grade=grade, on_step=progress.step)
