@@ -57,7 +57,7 @@ def test_card_has_configs_counts_licences_and_grading(dry):
         "tasks": read_tasks(run_dir).num_rows, "envs": read_envs(run_dir).num_rows}
     row = read_tasks(run_dir).to_pylist()[0]
     assert f"| {row['repo']} | " in text and "| licence | body | tasks |" in text
-    assert "featdel evaluate --tasks" in text and "featdel env build" in text and "licence" in text
+    assert "featdel evaluate run/ --predictions" in text and "featdel env build" in text and "licence" in text
 
 
 def test_fetch_of_a_hub_folder_is_a_run_directory(dry, tmp_path, local_backend):

@@ -10,7 +10,7 @@ schemas, so a reader can tell a shard written by another featdel.
     env_id        f"{repo}-{sha256(json {repo, commit, python, lock})[:16]}": content-addressed,
                   so two machines that build the same env agree on it; a task's `env_id` names
                   its row. Built locally, the env is found at `cache_root()/"envs"/env_id`.
-    image_name    `image_tag(env_id)`: the image `featdel env build --backend docker` makes.
+    image_name    `image_tag(env_id)`: the image `featdel env build --sandbox docker` makes.
 """
 
 from __future__ import annotations

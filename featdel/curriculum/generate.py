@@ -109,7 +109,7 @@ def history_model(history: list[Path], learner: str) -> DifficultyModel:
         where = ", ".join(str(h) for h in history)
         raise FeatdelError(f"--target-pass-rate needs attempts of learner {learner!r} on at least two tasks in "
                            f"{where}: grade some (`featdel evaluate`), record them (`featdel curriculum record "
-                           f"RESULTS --learner {learner} --run RUN`), and name RUN with --history")
+                           f"RUN RESULTS --learner {learner}`), and name RUN with --history")
     return model.fit(obs)
 
 

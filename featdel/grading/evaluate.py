@@ -64,7 +64,7 @@ def read_predictions(path: Path) -> list[Prediction]:
 def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None,
                backend=None) -> dict[str, GradeTask | str]:
     """Grading tasks by instance id, or why one cannot be graded here (its env is missing).
-    With the docker backend, an image `featdel env build --backend docker` made for the env
+    With the docker backend, an image `featdel env build --sandbox docker` made for the env
     (`shards.image_tag(env_id)`) is used first; otherwise the env in this machine's cache."""
     from featdel.core import shards
 
@@ -80,7 +80,7 @@ def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None,
         env, image = loaded.get(row.env_id, (None, None))
         if env is None:
             out[row.instance_id] = (f"environment {row.env_id} is not built on this machine: run "
-                                    f"`featdel env build {run_dir}`" + (" --backend docker" if docker else ""))
+                                    f"`featdel env build {run_dir}`" + (" --sandbox docker" if docker else ""))
             continue
         out[row.instance_id] = GradeTask(
             instance_id=row.instance_id, env=env, snapshot=workdir / f"{row.env_id}.tar.gz",

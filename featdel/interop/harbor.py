@@ -6,7 +6,7 @@ SkyRL, rLLM, verifiers-style trainers) read a task:
     instruction.md          the problem statement, and where the repository is
     task.toml               timeouts, resources, metadata (repo, strategy, F2P/P2P counts)
     environment/Dockerfile  FROM the per-repo image (`featdel-env:<env_id>`, made by
-                            `featdel env build --backend docker`), the start state copied to
+                            `featdel env build --sandbox docker`), the start state copied to
                             /testbed, where the image's editable install points
     environment/repo/       the start state (one commit, no history, nothing deleted)
     tests/test.sh           runs tests/eval.sh (the SWE-bench export's eval script) and writes

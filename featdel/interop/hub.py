@@ -113,8 +113,8 @@ envs = datasets.load_dataset("{repo_id}", "envs", split="train")
 
 ```
 featdel fetch {repo_id} --out run/             # a run directory: tasks/ and envs/
-featdel env build run/                          # or --backend docker: image featdel-env:<env_id>
-featdel evaluate --tasks run/ --predictions preds.jsonl --out results.jsonl
+featdel env build run/                          # or --sandbox docker: image featdel-env:<env_id>
+featdel evaluate run/ --predictions preds.jsonl --out results.jsonl
 ```
 
 Predictions use SWE-bench's format (`instance_id`, `model_patch`, `model_name_or_path`).

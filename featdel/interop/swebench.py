@@ -3,7 +3,7 @@
 In: a packaged run directory. Out: JSON Lines, one row per task, with SWE-bench's columns
 (`instance_id`, `repo`, `base_commit`, `patch`, `test_patch`, `problem_statement`,
 `FAIL_TO_PASS`, `PASS_TO_PASS` as real lists, ...), `image_name` (`featdel-env:<env_id>`, made
-by `featdel env build --backend docker`) and `eval_script`. featdel's own columns ride along:
+by `featdel env build --sandbox docker`) and `eval_script`. featdel's own columns ride along:
 `deletion_patch` and `env_id` (the start state is the env's snapshot plus `deletion_patch`;
 `featdel materialize` writes it).
 

@@ -117,7 +117,7 @@ def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Ver
         "hints_text": "", "FAIL_TO_PASS": verdict.FAIL_TO_PASS, "PASS_TO_PASS": verdict.PASS_TO_PASS,
         "test_cmd": record.recipe.test_cmd, "strategy": deletion.strategy,
         "deleted_symbols": deletion.deleted_symbols, "difficulty": feats,
-        # The image `featdel env build --backend docker` makes from the env row: a pure function
+        # The image `featdel env build --sandbox docker` makes from the env row: a pure function
         # of env_id, so any machine can build it and find it (issue 9).
         "image_name": image_tag(env_id(record)),
         "timeout_s": verdict.timeout_s, "start_sha256": verdict.start_sha256, "created_at": created,
