@@ -64,10 +64,7 @@ def record(
                                  param_hint="'RESULTS'")
     with cli_errors(verbose):
         path = _db(run, db)
-        last = store.last_round(path, learner)
-        rnd = round_ if round_ is not None else (0 if last is None else last + 1)
-        attempts = store.from_results(results, learner, round=rnd)
-        new = store.add(path, attempts)
+        attempts, new, rnd = store.record_results(path, results, learner, round=round_)
         broken = sum(1 for a in attempts if a.status == "broken")
         typer.echo(f"{new} new attempts of {len(attempts)} in {path} (learner {learner}, round {rnd}; "
                    f"{broken} broken, not counted as failures)")

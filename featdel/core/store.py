@@ -279,3 +279,13 @@ def flags(path: Path, *, learner: str | None = None) -> list[StoredFlag]:
         rows = con.execute(f"select {', '.join(FLAG_COLUMNS[1:])} from flags {where} "
                            "order by instance_id, rollout, turn, rule", args).fetchall()
     return [StoredFlag(**dict(zip(FLAG_COLUMNS[1:], r, strict=True))) for r in rows]
+
+
+def record_results(path: Path, results: Path, learner: str, *, round: int | None = None) -> tuple[list[Attempt], int, int]:
+    """`featdel evaluate`'s results as the learner's attempts in round `round` (default: its
+    last + 1); returns (the attempts, how many were new, the round)."""
+    if round is None:
+        last = last_round(path, learner)
+        round = 0 if last is None else last + 1
+    attempts = from_results(results, learner, round=round)
+    return attempts, add(path, attempts), round
