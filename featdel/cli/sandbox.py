@@ -6,7 +6,6 @@ the commands so `featdel --help` stays instant (docker is never imported to show
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -33,23 +32,6 @@ def parse_size(text: str) -> int:
     if not match or unit not in _UNITS:
         raise typer.BadParameter(f"{text!r} is not a size: write e.g. 512M, 2G or 1073741824")
     return int(float(match.group(1)) * _UNITS[unit])
-
-
-def venv_of(program: str) -> tuple[Path, ...]:
-    """(venv, interpreter prefix) when program is a venv's bin/ entry, else (): what a
-    `venv/bin/python -m pytest` needs to see read-only."""
-    path = Path(program).expanduser()
-    if not path.is_absolute() or path.parent.name != "bin":
-        return ()
-    venv = Path(os.path.abspath(path.parent.parent))
-    cfg = venv / "pyvenv.cfg"
-    if not cfg.is_file():
-        return ()
-    for line in cfg.read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "home" and value.strip():
-            return (venv, Path(value.strip()).parent)
-    return (venv,)
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -97,7 +79,7 @@ def exec_(
     import tempfile
 
     from featdel.core.errors import SandboxError
-    from featdel.sandboxes import Limits, SandboxSpec, get_backend
+    from featdel.sandboxes import Limits, SandboxSpec, get_backend, hostpaths
 
     backend = renamed(ctx, "sandbox", sandbox, backend, "--backend", "--sandbox")
     size = parse_size(memory)
@@ -112,7 +94,7 @@ def exec_(
         chosen = get_backend(backend, unsafe_no_sandbox=unsafe_no_sandbox)
         with tempfile.TemporaryDirectory(prefix="featdel-exec-") as tmp:
             spec = SandboxSpec(workdir=workdir or Path(tmp), mount_at=mount_at, image=image, limits=limits,
-                               readonly=(*(readonly or ()), *venv_of(cmd[0])), network=network)
+                               readonly=(*(readonly or ()), *hostpaths.venv_of(cmd[0])), network=network)
             with chosen.open(spec) as sb:
                 result = sb.run(cmd, on_output=stream)
     except SandboxError as exc:

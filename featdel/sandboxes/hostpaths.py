@@ -198,3 +198,20 @@ def sealed_binds(spec: SandboxSpec, *, seal: bool = True) -> tuple[Bind, ...]:
             src.chmod(0o733)
         binds.append((src, checked_mount_point(Path(os.path.abspath(p)), "sealed path")))
     return tuple(binds)
+
+
+def venv_of(program: str) -> tuple[Path, ...]:
+    """(venv, interpreter prefix) when program is a venv's bin/ entry, else (): what a
+    `venv/bin/python -m pytest` needs to see read-only."""
+    path = Path(program).expanduser()
+    if not path.is_absolute() or path.parent.name != "bin":
+        return ()
+    venv = Path(os.path.abspath(path.parent.parent))
+    cfg = venv / "pyvenv.cfg"
+    if not cfg.is_file():
+        return ()
+    for line in cfg.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return (venv, Path(value.strip()).parent)
+    return (venv,)
