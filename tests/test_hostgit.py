@@ -207,7 +207,7 @@ def test_patches_apply_and_diff_byte_for_byte_whatever_the_attributes(tmp_path):
 SWEEP_SCRIPT = r"""
 import json, os, sys
 from pathlib import Path
-from featdel import hostgit
+from featdel.code import hostgit
 tree, outside = Path(sys.argv[1]), Path(sys.argv[2])
 kept = hostgit.gitattributes(tree)
 # what a run leaves: repositories, a gitfile, links to the outside, a changed and a new .gitattributes
@@ -293,7 +293,7 @@ def child_env(**extra: str) -> dict[str, str]:
 SCENARIO = r"""
 import json, os, subprocess, sys
 from pathlib import Path
-from featdel import hostgit
+from featdel.code import hostgit
 from featdel.agent.episode import AgentTask, EpisodeConfig, TaskEnv, final_patch
 from featdel.agent.protocol import ToolCall
 from featdel.env.envs import load
