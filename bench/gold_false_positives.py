@@ -5,7 +5,7 @@
 For each run directory (from `featdel run` / `featdel package`), it writes a SWE-bench
 predictions file holding every task's gold patch (the `patch` column of the task shards) and
 grades it with `featdel.grading.evaluate.evaluate`, the local backend as `featdel evaluate` builds it:
-the tamper scan (featdel.grading.tamper), the run-time tripwires (featdel/pytest_plugin) and the canaries
+the tamper scan (featdel.grading.tamper), the run-time tripwires (featdel/env/pytest_plugin) and the canaries
 (featdel.grading.canaries) all in force. A gold patch that is not `resolved`, or that comes back with any
 finding or trip, is a false positive.
 
