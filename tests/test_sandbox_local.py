@@ -158,7 +158,6 @@ def test_unprivileged_caller_gets_prlimit_limits(tmp_path):
     src = Path("/var/tmp") / f"featdel-nonroot-src-{os.getpid()}"
     repo = Path(__file__).resolve().parent.parent
     shutil.copytree(repo / "featdel", src / "featdel", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(repo / "sandboxes", src / "featdel" / "sandboxes", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(["chmod", "-R", "a+rX", str(src)], check=True, timeout=30)
     python = Path(sys.base_prefix) / "bin" / "python3"
     try:

@@ -19,7 +19,7 @@ from featdel.sandboxes import images
 
 
 def repo_root() -> Path:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # featdel/sandboxes/selfimage.py -> the checkout
     if not (root / "Dockerfile").is_file() or not (root / "pyproject.toml").is_file():
         raise SandboxError(f"no Dockerfile next to pyproject.toml in {root}: build from a checkout")
     return root
