@@ -73,15 +73,15 @@ def grade_summary(results) -> None:
 
 
 def task_list(run_dir) -> None:
-    from featdel.core.shards import read_tasks
+    from featdel.core.shards import task_rows
 
     out = Console(width=None if sys.stdout.isatty() else 160)
     table = Table(title=f"tasks in {run_dir}")
     for col in ("instance_id", "strategy", "F2P", "P2P", "deleted lines"):
         table.add_column(col)
-    for row in read_tasks(run_dir).to_pylist():
-        table.add_row(row["instance_id"], row["strategy"], str(len(row["FAIL_TO_PASS"])),
-                      str(len(row["PASS_TO_PASS"])), str(row["difficulty"]["deleted_lines"]))
+    for row in task_rows(run_dir):
+        table.add_row(row.instance_id, row.strategy, str(len(row.FAIL_TO_PASS)), str(len(row.PASS_TO_PASS)),
+                      str(row.difficulty["deleted_lines"]))
     out.print(table)
 
 
@@ -90,19 +90,19 @@ def show_task(run_dir, instance_id: str) -> None:
     from rich.syntax import Syntax
 
     from featdel.core.errors import RunDirError
-    from featdel.core.shards import read_tasks
+    from featdel.core.shards import task_rows
 
-    rows = [r for r in read_tasks(run_dir).to_pylist() if r["instance_id"] == instance_id]
+    rows = [r for r in task_rows(run_dir) if r.instance_id == instance_id]
     if not rows:
         raise RunDirError(f"no task {instance_id} in {run_dir}; `featdel show {run_dir}` lists them")
     row = rows[0]
     out = Console(width=None if sys.stdout.isatty() else 160)
-    out.rule(f"{row['instance_id']}  ({row['strategy']}, {row['repo']} @ {row['base_commit'][:12]})")
-    out.print(Markdown(row["problem_statement"]))
+    out.rule(f"{row.instance_id}  ({row.strategy}, {row.repo} @ {row.base_commit[:12]})")
+    out.print(Markdown(row.problem_statement))
     out.rule("FAIL_TO_PASS")
-    out.print("\n".join(row["FAIL_TO_PASS"]))
-    out.rule(f"PASS_TO_PASS ({len(row['PASS_TO_PASS'])})")
+    out.print("\n".join(row.FAIL_TO_PASS))
+    out.rule(f"PASS_TO_PASS ({len(row.PASS_TO_PASS)})")
     out.rule("difficulty")
-    out.print(row["difficulty"])
+    out.print(row.difficulty)
     out.rule("deletion_patch (original -> start state)")
-    out.print(Syntax(row["deletion_patch"], "diff"))
+    out.print(Syntax(row.deletion_patch, "diff"))
