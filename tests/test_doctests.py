@@ -44,14 +44,20 @@ def test_doctest_ids():
     assert not is_doctest("tests/test_calc.py::TestCalc::test_double[1.5-x.y]")
 
 
-def test_doctests_are_never_the_reward_and_their_modules_stay_editable(tmp_path_factory, featdel_cache,
-                                                                       local_backend):
-    from featdel.pipeline.context import RepoContext
-
+@pytest.fixture(scope="module")
+def doclib(tmp_path_factory, featdel_cache, local_backend):
+    """The doc library mined, its functions deleted and verified: (run dir, record, verdicts by target)."""
     run_dir, record = mine_tiny(tmp_path_factory, "doclib", DOCLIB, local_backend)
-    assert "doclib/calc.py::doclib.calc.triple" in RepoContext.load(run_dir, record).passing
     verdicts = {v.target.split("::")[-1]: v for v in
                 delete_and_verify(run_dir, local_backend, strategies=["function"], max_candidates=5, reruns=1)}
+    return run_dir, record, verdicts
+
+
+def test_doctests_are_never_the_reward_and_their_modules_stay_editable(doclib):
+    from featdel.pipeline.context import RepoContext
+
+    run_dir, record, verdicts = doclib
+    assert "doclib/calc.py::doclib.calc.triple" in RepoContext.load(run_dir, record).passing
     double = verdicts["double"]
     assert double.status == VerdictStatus.VERIFIED, double.reason
     assert double.FAIL_TO_PASS == ["tests/test_calc.py::test_double", "tests/test_calc.py::test_double_negative"]
@@ -62,3 +68,45 @@ def test_doctests_are_never_the_reward_and_their_modules_stay_editable(tmp_path_
     half = verdicts.get("half") or pytest.fail(str(sorted(verdicts)))  # only quarter's doctest notices: rewriting that docstring would pass it
     assert (half.status, half.stage) == (VerdictStatus.REJECTED, "tests"), half.reason
     assert "only doctests fail (1, e.g. doclib/calc.py::doclib.calc.quarter)" in half.reason
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_exported_eval_script_resolves_gold_with_a_doctest_in_pass_to_pass(doclib, tmp_path):
+    """The SWE-bench script (which Harbor's test.sh runs too) restores the files that hold tests,
+    as the grader does: a source module holding a P2P doctest is not one, so the gold patch's
+    edit to it stands (before, the script put the stub back and gold exited 1)."""
+    import json
+    import subprocess
+
+    from featdel.code import trees
+    from featdel.env import envbuild
+    from featdel.interop import swebench
+    from featdel.interop.materialize import materialize
+    from featdel.pipeline.package import package
+    from tests.conftest_sandbox import docker_base_image
+
+    run_dir, _, verdicts = doclib
+    assert "doclib/calc.py::doclib.calc.triple" in verdicts["double"].PASS_TO_PASS
+    docker_base_image()  # skips without an engine (fails under CI=true)
+    package(run_dir)
+    swebench.export(run_dir, tmp_path / "rows.jsonl")
+    [row] = [r for r in map(json.loads, (tmp_path / "rows.jsonl").read_text().splitlines())
+             if r["instance_id"] == verdicts["double"].deletion_id]
+    [built] = envbuild.build_all(run_dir, backend="docker")
+    assert built.status in ("built", "reused"), built.reason
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "eval.sh").write_text(row["eval_script"])
+
+    def verdict(tree):
+        return subprocess.run(["docker", "run", "--rm", "--network", "none", "-v", f"{tree}:/testbed", "-v",
+                               f"{tmp_path / 'eval'}:/eval:ro", row["image_name"], "bash", "/eval/eval.sh"],
+                              capture_output=True, text=True, timeout=600)
+
+    gold, start = tmp_path / "gold", tmp_path / "start"
+    materialize(run_dir, row["instance_id"], gold)
+    trees.apply_patch(gold, row["patch"])
+    done = verdict(gold)
+    assert done.returncode == 0 and "RESOLVED" in done.stdout, done.stdout[-2000:] + done.stderr[-1000:]
+    materialize(run_dir, row["instance_id"], start)
+    assert verdict(start).returncode == 1

@@ -97,12 +97,14 @@ def save(env: Env, name: str, commit: str) -> Env:
 def lock(venv: Path) -> tuple[str, list[str]]:
     """(exact interpreter version, sorted `NAME==VERSION` of every distribution but the repo)."""
     python = str(venv / "bin" / "python")
+    # What the venv holds, not what the caller's PYTHONPATH adds to it.
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE")}
     try:
         version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
-                                 capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+                                 capture_output=True, text=True, timeout=60, check=True, env=clean).stdout.strip()
         frozen = subprocess.run([python, "-m", "pip", "freeze", "--all", "--exclude-editable",
                                  "--disable-pip-version-check"],
-                                capture_output=True, text=True, timeout=120, check=True).stdout
+                                capture_output=True, text=True, timeout=120, check=True, env=clean).stdout
     except (subprocess.SubprocessError, OSError) as exc:
         raise EnvBuildError(f"could not list the installed distributions of {venv}: {exc}") from None
     lines = set()

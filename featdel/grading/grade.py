@@ -84,6 +84,14 @@ class GradeResult:
     seconds: float = 0.0
 
 
+def files_of_tests(test_ids) -> set[str]:
+    """The files that hold `test_ids`: they come from the task, never from a patch. A source
+    module is not one for holding doctests: the patch must be able to edit it (verify keeps
+    doctests out of FAIL_TO_PASS for that). Every grader of a task (this one, the exported
+    SWE-bench and Harbor scripts) restores exactly these."""
+    return {t.split("::", 1)[0] for t in test_ids if not is_doctest(t)}
+
+
 def protected(path: str, test_files: set[str]) -> bool:
     """Does this path's content come from the task rather than the patch? A path beneath a
     protected one (`pyproject.toml/keep.py`, `x.dist-info/entry_points.txt`) is protected too."""
@@ -141,9 +149,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
         except trees.PatchError as exc:
             return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
                                reason=f"the patch does not apply: {exc}"), {}
-    # files that hold tests come from the task; a source module is not one for holding doctests
-    # (the patch must be able to edit it: verify keeps doctests out of FAIL_TO_PASS for that)
-    test_files = {t.split("::", 1)[0] for t in task.fail_to_pass + task.pass_to_pass if not is_doctest(t)}
+    test_files = files_of_tests(task.fail_to_pass + task.pass_to_pass)
     changes = trees.changed_files(start, learner)
     carried = sorted(p for p in changes if not protected(p, test_files) and trees.plain_path(learner, p)
                      and trees.plain_path(start, p))

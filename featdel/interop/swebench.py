@@ -33,7 +33,7 @@ from pathlib import Path
 from featdel.code import trees
 from featdel.core.shards import image_tag
 from featdel.env.envbuild import TESTBED, VENV
-from featdel.grading.grade import MAX_IDS_ON_COMMAND_LINE, PROTECTED_NAMES, protected
+from featdel.grading.grade import MAX_IDS_ON_COMMAND_LINE, PROTECTED_NAMES, files_of_tests, protected
 
 _RESTORE = """import base64, io, os, sys, tarfile
 root, names, tests, keep = sys.argv[1], set(@NAMES@), set(@TEST_FILES@), set(@KEEP@)
@@ -115,7 +115,7 @@ def _heredoc(tag: str, text: str) -> str:
 def eval_script(task: dict, env: dict) -> str:
     """The bash script described in the module docstring, for one task row and its env row."""
     f2p, p2p = list(task["FAIL_TO_PASS"]), list(task["PASS_TO_PASS"])
-    test_files = sorted({t.split("::", 1)[0] for t in f2p + p2p})
+    test_files = sorted(files_of_tests(f2p + p2p))
     with tempfile.TemporaryDirectory(prefix="featdel-export-") as tmp:
         tree = graded_tree(task, env, Path(tmp) / "tree")
         keep = sorted(rel for rel in trees.changed_files(Path(tmp) / "empty", tree)
