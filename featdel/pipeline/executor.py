@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Protocol
 
 from featdel.core.errors import FeatdelError
-from featdel.core.parallel import thread_map
 from featdel.core.records import Deletion, RepoRecord, Verdict
 from featdel.pipeline.shipping import Mined
 
@@ -47,21 +46,14 @@ class LocalExecutor:
         self.jobs = max(1, jobs)
 
     def mine(self, entries, run_dir, *, backend, thresholds, on_step):
-        from featdel.pipeline.mine import mine_one
+        from featdel.pipeline.mine import mine_here
 
-        yield from thread_map(lambda e: Mined(record=mine_one(e, run_dir, backend=backend, thresholds=thresholds,
-                                                               on_step=on_step)), entries, self.jobs)
+        return mine_here(entries, run_dir, backend=backend, thresholds=thresholds, on_step=on_step, jobs=self.jobs)
 
     def verify(self, deletions, run_dir, records, *, backend, opts, on_step):
-        from featdel.pipeline.verify import verify_in
+        from featdel.pipeline.verify import verify_here
 
-        contexts: dict = {}
-
-        def work(deletion: Deletion) -> Verdict:
-            on_step(deletion.deletion_id, "verifying")
-            return verify_in(contexts, run_dir, records, deletion, backend, opts)
-
-        yield from thread_map(work, deletions, self.jobs)
+        return verify_here(deletions, run_dir, records, backend=backend, opts=opts, on_step=on_step, jobs=self.jobs)
 
 
 def get_executor(name: str = "local", *, address: str | None = None, jobs: int = 1) -> Executor:

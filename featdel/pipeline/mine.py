@@ -65,8 +65,7 @@ def mine(
     """Mine every entry not yet done on `executor` (featdel.pipeline.executor; default: `jobs` threads
     here); return the latest record of every entry. Only this driver writes the run directory:
     a remote worker's files come back with its record and are written here."""
-    from featdel.core.parallel import thread_map
-    from featdel.pipeline.shipping import Mined, write_files
+    from featdel.pipeline.shipping import write_files
 
     run_dir = run_dir.resolve()
     rd = RunDir(run_dir)
@@ -78,8 +77,7 @@ def mine(
         if e not in todo:
             on_step(e.source, "resumed")
     if executor is None:
-        results = thread_map(lambda e: Mined(record=mine_one(e, run_dir, backend=backend, thresholds=thresholds,
-                                                              on_step=on_step)), todo, jobs)
+        results = mine_here(todo, run_dir, backend=backend, thresholds=thresholds, on_step=on_step, jobs=jobs)
     else:
         results = executor.mine(todo, run_dir, backend=backend, thresholds=thresholds, on_step=on_step)
     for mined in results:
@@ -88,6 +86,16 @@ def mine(
         done[mined.record.source] = mined.record
         on_step(mined.record.source, "done")
     return [done[e.source] for e in entries if e.source in done]
+
+
+def mine_here(entries: list[CorpusEntry], run_dir: Path, *, backend, thresholds: Thresholds, on_step, jobs: int = 1):
+    """Mining results of `entries` from `jobs` threads in this process, as they finish: the
+    default of `mine`, and the local executor's work."""
+    from featdel.core.parallel import thread_map
+    from featdel.pipeline.shipping import Mined
+
+    return thread_map(lambda e: Mined(record=mine_one(e, run_dir, backend=backend, thresholds=thresholds,
+                                                      on_step=on_step)), entries, jobs)
 
 
 def mine_one(entry: CorpusEntry, run_dir: Path, *, backend, thresholds: Thresholds, on_step) -> RepoRecord:

@@ -112,13 +112,26 @@ def verify_in(contexts: dict, run_dir: Path, records: dict[str, RepoRecord], del
     return unavailable(deletion, ctx) if isinstance(ctx, str) else verify_one(ctx, deletion, backend, opts)
 
 
+def verify_here(deletions: list[Deletion], run_dir: Path, records: dict[str, RepoRecord], *, backend,
+                opts: VerifyOptions, on_step, jobs: int = 1):
+    """Verdicts of `deletions` from `jobs` threads in this process, as they finish (each repo
+    context loaded once): the default of `verify_all`, and the local executor's work."""
+    from featdel.core.parallel import thread_map
+
+    contexts: dict = {}
+
+    def work(deletion: Deletion) -> Verdict:
+        on_step(deletion.deletion_id, "verifying")
+        return verify_in(contexts, run_dir, records, deletion, backend, opts)
+
+    return thread_map(work, deletions, jobs)
+
+
 def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *, jobs: int = 1,
                on_step=lambda item, step: None, executor=None) -> list[Verdict]:
     """Verify every deletion that has no verdict yet, on `executor` (featdel.pipeline.executor; default:
     `jobs` threads here); return all verdicts of the run. Only this driver writes verdicts, each
     deletion's at most once."""
-    from featdel.core.parallel import thread_map
-
     rd = RunDir(run_dir)
     deletions = rd.deletions()
     done = {v.deletion_id for v in rd.verdicts()}
@@ -129,13 +142,7 @@ def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *,
             on_step(d.deletion_id, "resumed")
     records = {r.name: r for r in rd.latest_repos().values()}
     if executor is None:
-        contexts: dict = {}
-
-        def work(deletion: Deletion) -> Verdict:
-            on_step(deletion.deletion_id, "verifying")
-            return verify_in(contexts, run_dir, records, deletion, backend, opts)
-
-        results = thread_map(work, todo, jobs)
+        results = verify_here(todo, run_dir, records, backend=backend, opts=opts, on_step=on_step, jobs=jobs)
     else:
         results = executor.verify(todo, run_dir, records, backend=backend, opts=opts, on_step=on_step)
     for verdict in results:
