@@ -21,6 +21,7 @@ from featdel.cli.options import (
     plain,
     renamed,
 )
+from featdel.core.text import counted
 
 RunDirArg = Annotated[Path, typer.Argument(metavar="RUN", help="A packaged run directory (tasks/ and envs/ shards).")]
 
@@ -30,7 +31,13 @@ env_app = typer.Typer(help="Environments from the shards alone: rebuild them her
 
 class ExportFormat(StrEnum):
     swebench = "swebench"
+    swebench_taskrepo = "swebench-taskrepo"
     harbor = "harbor"
+    skyrl = "skyrl"
+
+
+_EXPORTERS = {"swebench": "featdel.interop.swebench", "swebench-taskrepo": "featdel.interop.taskrepo",
+              "harbor": "featdel.interop.harbor", "skyrl": "featdel.interop.skyrl"}
 
 
 @env_app.command("build")
@@ -40,6 +47,9 @@ def env_build(
     sandbox: Annotated[SandboxName, typer.Option("--sandbox", callback=plain, help="local (this machine's cache) "
                                                  "or docker (an image featdel-env:<env_id>).")] = SandboxName.local,
     only: Annotated[str | None, typer.Option("--only", help="Build only this env_id.")] = None,
+    tasks: Annotated[bool, typer.Option("--tasks", help="docker: also each task's start-state image "
+                                        "featdel-task:<instance_id>, /testbed a git repository (SWE-bench's harness).")]
+    = False,
     verbose: Verbose = False,
     backend: Annotated[SandboxName | None, typer.Option("--backend", hidden=True, callback=plain,
                                                         help="Old spelling of --sandbox.")] = None,
@@ -55,55 +65,83 @@ def env_build(
       featdel env build runs/a
 
       featdel env build runs/a --sandbox docker --only inflection-0.5.1-3f2a9c0d1e2b4a5c
+
+      featdel env build runs/a --sandbox docker --tasks
     """
     from featdel.core.progress import StepProgress
     from featdel.core.rundir import RunDir
     from featdel.env.envbuild import build_all
 
     backend = renamed(ctx, "sandbox", sandbox, backend, "--backend", "--sandbox")
+    if tasks and backend != "docker":
+        raise typer.BadParameter("start-state images are docker images: add --sandbox docker", param_hint="--tasks")
     with cli_errors(verbose):
-        from featdel.env.envbuild import read_rows
+        from featdel.core.shards import env_rows, task_rows
 
-        ids = [r.env_id for r in read_rows(run_dir, only)]
+        ids = [r.env_id for r in env_rows(run_dir, only)]
         with StepProgress(f"building ({backend})", ids) as progress:
             built = build_all(run_dir, backend=backend, only=only, on_step=progress.step)
+        if tasks and not any(b.status == "failed" for b in built):
+            from featdel.env import taskimage
+
+            task_ids = [t.instance_id for t in task_rows(run_dir) if t.env_id in set(ids)]
+            with StepProgress("start-state images", task_ids) as progress:
+                built += taskimage.build_all(run_dir, only_env=only, on_step=progress.step)
         for b in built:
             line = f"{b.status:8} {b.env_id}  {b.where or b.reason}"
             typer.secho(line, fg="red" if b.status == "failed" else None)
         if any(b.status == "failed" for b in built):
             raise typer.Exit(1)
-        typer.echo(f"{len(built)} environments ready for `featdel evaluate {RunDir(run_dir).root}"
-                   + (" --sandbox docker`" if backend == "docker" else "`"))
+        typer.echo(f"{counted(len(ids), 'environment')} ready for `featdel evaluate {RunDir(run_dir).root}"
+                   + (" --sandbox docker`" if backend == "docker" else "`")
+                   + (f", {counted(len(built) - len(ids), 'start-state image')} for SWE-bench's harness" if tasks else ""))
 
 
 def export(
     run_dir: RunDirArg,
-    fmt: Annotated[ExportFormat, typer.Option("--format", callback=plain,
-                                              help="swebench (JSON Lines) or harbor (task folders).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="FILE.jsonl for swebench, a folder for harbor.")],
+    fmt: Annotated[ExportFormat, typer.Option("--format", callback=plain, help=(
+        "swebench (JSON Lines), swebench-taskrepo (swebench 5.x task repo), harbor (task folders) "
+        "or skyrl (SkyRL's mini-swe-agent parquet)."))],
+    out: Annotated[Path, typer.Option("--out", "-o", help="FILE.jsonl for swebench, a folder for the others.")],
+    harbor_dataset: Annotated[str | None, typer.Option("--harbor-dataset", metavar="ORG/NAME", help=(
+        "harbor: also write OUT/dataset.toml naming every task, as this Harbor dataset."))] = None,
+    harbor_parquet: Annotated[Path | None, typer.Option("--harbor-parquet", metavar="FILE", help=(
+        "harbor: also write the parquet transport RL trainers read (path, task_binary: a tar.gz of the folder)."))]
+    = None,
     verbose: Verbose = False,
 ) -> None:
-    """Export the tasks for other harnesses: SWE-bench rows or Harbor task folders.
+    """Export the tasks for other harnesses and trainers, from the same shards.
 
-    swebench: one JSON row per task with image_name (featdel-env:<env_id>) and an eval_script
-    that exits 0 only when resolved, run in that image with the patched tree at /testbed.
-    harbor: OUT/<instance_id>/ with instruction.md, task.toml, environment/Dockerfile (FROM the
-    per-repo image), tests/test.sh (writes /logs/verifier/reward.txt) and solution/solve.sh.
-    Build the images first with `featdel env build RUN --sandbox docker`.
+    swebench: one row per task for SWE-bench's harness (image, log_parser, eval_type,
+    eval_script). swebench-taskrepo: sweb.yaml and tasks/<id>/ for `swebench eval --task-repo`.
+    harbor: OUT/<instance_id>/ Harbor task folders, verified in a separate environment.
+    skyrl: OUT/train.parquet and OUT/validation.parquet for SkyRL's mini-swe-agent example.
+    Each image is built FROM the per-repo image: `featdel env build RUN --sandbox docker --tasks`
+    builds both (swebench and skyrl name the start-state image; taskrepo and harbor build it).
+    The same run exports to the same bytes.
 
     Examples:
 
       featdel export runs/a --format swebench --out runs/a/swebench.jsonl
 
-      featdel export runs/a --format harbor --out runs/a/harbor
+      featdel export runs/a --format swebench-taskrepo --out runs/a/taskrepo
+
+      featdel export runs/a --format harbor --out runs/a/harbor --harbor-dataset my-org/featdel-a
+
+      featdel export runs/a --format skyrl --out runs/a/skyrl
     """
+    import importlib
+
+    if (harbor_dataset or harbor_parquet) and fmt != ExportFormat.harbor:
+        raise typer.BadParameter("--harbor-dataset and --harbor-parquet go with --format harbor")
     with cli_errors(verbose):
-        if fmt == ExportFormat.swebench:
-            from featdel.interop.swebench import export as write
-        else:
-            from featdel.interop.harbor import export as write
-        n = write(run_dir, out)
-        typer.echo(f"{n} tasks exported to {out} ({fmt})")
+        module = importlib.import_module(_EXPORTERS[fmt])
+        extra = {"dataset": harbor_dataset, "parquet": harbor_parquet} if fmt == ExportFormat.harbor else {}
+        done = module.export(run_dir, out, **extra)
+        for instance_id, why in sorted(done.left_out.items()):
+            typer.secho(f"left out  {instance_id}: {why}", fg="yellow", err=True)
+        typer.echo(f"{counted(done.written, 'task')} exported to {out} ({fmt})"
+                   + (f"; {len(done.left_out)} left out (above)" if done.left_out else ""))
 
 
 def publish(

@@ -34,6 +34,7 @@ from featdel.cli.options import (
     run_arg,
     thresholds_from,
 )
+from featdel.core.text import counted
 
 app = typer.Typer(
     name="featdel",
@@ -223,7 +224,7 @@ def package(
         rd = RunDir(run_dir)
         rd.need(rd.verdicts_jsonl, "run `featdel verify DIR` first")
         tasks, envs = write(run_dir, hide_tests=hide_tests)
-        typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
+        typer.echo(f"{counted(tasks, 'task')} in {rd.tasks_dir}, {counted(envs, 'environment')} in {rd.envs_dir}")
 
 
 @app.command(rich_help_panel=MAKE)
@@ -306,7 +307,7 @@ def run(
             plan=plan, after_verify=after, on_mined=_mined_or_exit)
         verdict_summary(verdicts)
         rd = RunDir(out)
-        typer.echo(f"{tasks} tasks in {rd.tasks_dir}, {envs} environments in {rd.envs_dir}")
+        typer.echo(f"{counted(tasks, 'task')} in {rd.tasks_dir}, {counted(envs, 'environment')} in {rd.envs_dir}")
 
 
 @app.command(rich_help_panel=INSPECT)

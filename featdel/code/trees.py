@@ -11,7 +11,9 @@ tree holds (a learner's tree can hold anything) is ever read.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import os
 import shutil
 import tarfile
@@ -31,6 +33,28 @@ def write_snapshot(repo: Path, commit: str, dest: Path) -> None:
     dest = dest.resolve()  # git runs in `repo`: a relative path would land there
     dest.parent.mkdir(parents=True, exist_ok=True)
     git("archive", "--format=tar.gz", "-o", str(dest), commit, cwd=repo)
+
+
+def targz(tree: Path, rels: list[str]) -> bytes:
+    """The files `rels` of `tree` as a tar.gz whose bytes depend only on their paths, contents,
+    link targets and executable bits: sorted, mtime 0, owner root, and no time in the gzip header,
+    so exporting the same run twice gives the same bytes."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in sorted(set(rels)):
+            info = tar.gettarinfo(str(tree / rel), arcname=rel)
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            if info.isdir():
+                info.mode = 0o755
+            elif info.isreg():
+                info.mode = 0o755 if info.mode & 0o100 else 0o644
+            info.pax_headers = {}
+            if info.isreg():
+                with open(tree / rel, "rb") as fh:
+                    tar.addfile(info, fh)
+            else:
+                tar.addfile(info)
+    return gzip.compress(buf.getvalue(), compresslevel=9, mtime=0)
 
 
 def extract(snapshot: Path, dest: Path) -> Path:

@@ -21,15 +21,14 @@ what `git apply gold.patch` gives, which the export checks on the host.
 from __future__ import annotations
 
 import base64
-import io
 import shutil
-import tarfile
 import tempfile
 from pathlib import Path
 
 from featdel.code import trees
-from featdel.core.shards import image_tag
+from featdel.core.shards import EnvRow, TaskRow, image_tag
 from featdel.env.envbuild import TESTBED
+from featdel.interop.exported import Exported
 from featdel.interop.swebench import eval_script
 
 _TEST_SH = """#!/bin/bash
@@ -56,10 +55,10 @@ def _toml_str(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def task_toml(task: dict) -> str:
-    timeout = float(task.get("timeout_s") or 600)
-    d = task.get("difficulty") or {}
-    tags = [task["repo"], task["strategy"], "featdel", "python"]
+def task_toml(task: TaskRow) -> str:
+    timeout = float(task.timeout_s or 600)
+    d = task.difficulty or {}
+    tags = [task.repo, task.strategy, "featdel", "python"]
     return "\n".join([
         'version = "1.0"',
         "",
@@ -68,10 +67,10 @@ def task_toml(task: dict) -> str:
         'category = "programming"',
         f'difficulty = "{_difficulty(d)}"',
         "tags = [" + ", ".join(_toml_str(t) for t in tags) + "]",
-        f"instance_id = {_toml_str(task['instance_id'])}",
-        f"env_id = {_toml_str(task['env_id'])}",
-        f"fail_to_pass = {len(task['FAIL_TO_PASS'])}",
-        f"pass_to_pass = {len(task['PASS_TO_PASS'])}",
+        f"instance_id = {_toml_str(task.instance_id)}",
+        f"env_id = {_toml_str(task.env_id)}",
+        f"fail_to_pass = {len(task.FAIL_TO_PASS)}",
+        f"pass_to_pass = {len(task.PASS_TO_PASS)}",
         "",
         "[verifier]",
         f"timeout_sec = {max(120.0, 2 * timeout)}",
@@ -93,31 +92,27 @@ def _difficulty(d: dict) -> str:
     return "easy" if lines <= 10 else "medium" if lines <= 40 else "hard"
 
 
-def instruction(task: dict) -> str:
-    return (f"{task['problem_statement'].rstrip()}\n\n---\n\nThe repository is at `{TESTBED}` with its "
+def instruction(task: TaskRow) -> str:
+    return (f"{task.problem_statement.rstrip()}\n\n---\n\nThe repository is at `{TESTBED}` with its "
             "environment installed. Make the change in the library's code; the task's tests decide.\n")
 
 
-def solve_sh(task: dict, env: dict) -> str:
+def solve_sh(task: TaskRow, env: EnvRow) -> str:
     """solve.sh for one task: writes the files `git apply patch` gives (checked here on the host)."""
     from featdel.interop.swebench import graded_tree
 
     with tempfile.TemporaryDirectory(prefix="featdel-harbor-") as tmp:
-        start = graded_tree({**task, "test_patch": ""}, env, Path(tmp) / "start")
+        start = graded_tree(task, env, Path(tmp) / "start", with_tests=False)
         gold = trees.copy_tree(start, Path(tmp) / "gold")
-        trees.apply_patch(gold, task["patch"])
+        trees.apply_patch(gold, task.patch)
         changed = trees.changed_files(start, gold)
         removed = [rel for rel in changed if not (gold / rel).exists() and not (gold / rel).is_symlink()]
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-            for rel in changed:
-                if rel not in removed:
-                    tar.add(str(gold / rel), arcname=rel, recursive=False)
+        archive = trees.targz(gold, [rel for rel in changed if rel not in removed])
     quoted = " ".join("'" + r.replace("'", "'\\''") + "'" for r in removed)
-    return _SOLVE_SH.format(testbed=TESTBED, removed=quoted, archive=base64.b64encode(buf.getvalue()).decode())
+    return _SOLVE_SH.format(testbed=TESTBED, removed=quoted, archive=base64.b64encode(archive).decode())
 
 
-def write_task(task: dict, env: dict, dest: Path) -> Path:
+def write_task(task: TaskRow, env: EnvRow, dest: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     (dest / "environment").mkdir(parents=True)
@@ -127,27 +122,24 @@ def write_task(task: dict, env: dict, dest: Path) -> Path:
     (dest / "task.toml").write_text(task_toml(task))
     from featdel.interop.swebench import graded_tree
 
-    graded_tree({**task, "test_patch": ""}, env, dest / "environment" / "repo")  # the start state
+    graded_tree(task, env, dest / "environment" / "repo", with_tests=False)  # the start state
     (dest / "environment" / "Dockerfile").write_text(
-        f"FROM {image_tag(task['env_id'])}\nCOPY repo/ {TESTBED}/\nWORKDIR {TESTBED}\n")
+        f"FROM {image_tag(task.env_id)}\nCOPY repo/ {TESTBED}/\nWORKDIR {TESTBED}\n")
     (dest / "tests" / "eval.sh").write_text(eval_script(task, env))
     (dest / "tests" / "test.sh").write_text(_TEST_SH)
     (dest / "solution" / "solve.sh").write_text(solve_sh(task, env))
-    (dest / "solution" / "gold.patch").write_text(task["patch"])
+    (dest / "solution" / "gold.patch").write_text(task.patch)
     for script in ("tests/eval.sh", "tests/test.sh", "solution/solve.sh"):
         (dest / script).chmod(0o755)
     return dest
 
 
-def export(run_dir: Path, out: Path) -> int:
-    """Write one folder per task under `out`; return how many."""
-    from featdel.core.rundir import RunDir
-    from featdel.core.shards import read_envs, read_tasks
+def export(run_dir: Path, out: Path, *, dataset: str | None = None, parquet: Path | None = None) -> Exported:
+    """Write one folder per task under `out`."""
+    from featdel.interop.swebench import tasks_and_envs
 
-    RunDir(run_dir).need(RunDir(run_dir).tasks_dir, f"run `featdel package {run_dir}` first")
-    envs = {e["env_id"]: e for e in read_envs(run_dir).to_pylist()}
-    tasks = read_tasks(run_dir).to_pylist()
+    pairs = tasks_and_envs(run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for task in tasks:
-        write_task(task, envs[task["env_id"]], out / task["instance_id"])
-    return len(tasks)
+    for task, env in pairs:
+        write_task(task, env, out / task.instance_id)
+    return Exported(written=len(pairs))

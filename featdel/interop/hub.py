@@ -23,15 +23,18 @@ from pathlib import Path
 
 from featdel.core.errors import PublishError
 from featdel.core.rundir import RunDir
+from featdel.core.text import counted
 
 _HUB_LICENSES = {"mit": "mit", "apache-2.0": "apache-2.0", "bsd-3-clause": "bsd-3-clause",
                  "bsd-2-clause": "bsd-2-clause", "isc": "isc", "mpl-2.0": "mpl-2.0", "gpl-3.0": "gpl-3.0",
                  "lgpl-3.0": "lgpl-3.0", "psf-2.0": "other", "unlicense": "unlicense"}
-_PATTERNS = ["README.md", "tasks/*.parquet", "envs/*.parquet"]
+_PATTERNS = ["README.md", "tasks/*.parquet", "envs/*.parquet"]  # what a run directory needs
 
 
 def write_layout(run_dir: Path, folder: Path, repo_id: str) -> Path:
     """The Hub folder for `run_dir` (replacing an earlier one's data files)."""
+    import pyarrow.parquet as pq
+
     from featdel.core.shards import read_envs, read_tasks
 
     rd = RunDir(run_dir)
@@ -43,11 +46,24 @@ def write_layout(run_dir: Path, folder: Path, repo_id: str) -> Path:
         (folder / part).mkdir(parents=True)
         for shard in sorted(source.glob(f"{part}-*.parquet")):
             shutil.copyfile(shard, folder / part / shard.name)
-    (folder / "README.md").write_text(card(tasks, envs, repo_id))
+    swebench = swebench_table(run_dir)
+    shutil.rmtree(folder / "swebench", ignore_errors=True)
+    (folder / "swebench").mkdir()
+    pq.write_table(swebench, folder / "swebench" / "test-00000.parquet")
+    (folder / "README.md").write_text(card(tasks, envs, swebench, repo_id))
     return folder
 
 
-def card(tasks, envs, repo_id: str) -> str:
+def swebench_table(run_dir: Path):
+    """`featdel export --format swebench`'s rows as one table: the `swebench` config's test split."""
+    import pyarrow as pa
+
+    from featdel.interop.swebench import rows
+
+    return pa.Table.from_pylist(rows(run_dir))
+
+
+def card(tasks, envs, swebench, repo_id: str) -> str:
     """The dataset card: YAML header for the Hub and `datasets`, then what a reader needs."""
     import yaml
     from datasets import Features
@@ -56,15 +72,17 @@ def card(tasks, envs, repo_id: str) -> str:
     licences = {e["repo"]: e.get("license") or "unknown" for e in env_rows}
     hub_ids = {_HUB_LICENSES.get(str(v).lower(), "other") for v in licences.values()}
     configs, info = [], []
-    for name, table, default in (("tasks", tasks, True), ("envs", envs, False)):
+    for name, split, table, default in (("tasks", "train", tasks, True), ("envs", "train", envs, False),
+                                        ("swebench", "test", swebench, False)):
         configs.append({"config_name": name, **({"default": True} if default else {}),
-                        "data_files": [{"split": "train", "path": f"{name}/*.parquet"}]})
+                        "data_files": [{"split": split, "path": f"{name}/*.parquet"}]})
         info.append({"config_name": name, "features": Features.from_arrow_schema(table.schema)._to_yaml_list(),
-                     "splits": [{"name": "train", "num_bytes": table.nbytes, "num_examples": table.num_rows}],
+                     "splits": [{"name": split, "num_bytes": table.nbytes, "num_examples": table.num_rows}],
                      "dataset_size": table.nbytes})
     header = {"pretty_name": repo_id.split("/")[-1], "license": hub_ids.pop() if len(hub_ids) == 1 else "other",
-              "tags": ["code", "software-engineering", "reinforcement-learning", "swe-bench", "featdel"],
-              "task_categories": ["text-generation"], "configs": configs, "dataset_info": info}
+              "tags": ["code", "software-engineering", "reinforcement-learning", "rl-environment", "agents",
+                       "swe-bench", "featdel"],
+              "task_categories": ["text-generation", "reinforcement-learning"], "configs": configs, "dataset_info": info}
     counts = Counter((r["repo"], r["strategy"]) for r in rows)
     strategies = sorted({s for _, s in counts})
     repos = sorted({r for r, _ in counts} | set(licences))
@@ -86,13 +104,15 @@ run; the tests that now fail (`FAIL_TO_PASS`) are the reward, and the rest of it
 (`PASS_TO_PASS`) must keep passing. Every task was verified: its start state fails every
 FAIL_TO_PASS test, the gold `patch` makes them and PASS_TO_PASS pass, and a trivial body does not.
 
-{len(rows)} tasks from {len(repos)} repositories, in two configs:
+{counted(len(rows), "task")} from {counted(len(repos), "repository")}, in three configs:
 
 - `tasks` (default): one row per task, SWE-bench's columns where they overlap (`patch` is the
   gold fix, `deletion_patch` takes the original tree to the start state, `test_patch` is applied
   before grading; FAIL_TO_PASS and PASS_TO_PASS are lists).
 - `envs`: one row per environment: the original tree (`snapshot`, tar.gz), the recipe, and the
   `lock` of exact distributions that `featdel env build` reinstalls.
+- `swebench` (split `test`): the same tasks as SWE-bench rows (`featdel export --format swebench`):
+  `image`, `log_parser`, `eval_type` and a self-contained `eval_script` for SWE-bench's harness.
 
 ## Tasks per repository and strategy
 
@@ -118,6 +138,14 @@ featdel evaluate run/ --predictions preds.jsonl --out results.jsonl
 ```
 
 Predictions use SWE-bench's format (`instance_id`, `model_patch`, `model_name_or_path`).
+
+## Grade with SWE-bench's harness
+
+```
+featdel fetch {repo_id} --out run/ && featdel env build run/ --sandbox docker --tasks   # the images
+python -c "import datasets; datasets.load_dataset('{repo_id}', 'swebench', split='test').to_json('sweb.jsonl')"
+python -m swebench.harness.run_evaluation --dataset_name sweb.jsonl --predictions_path preds.jsonl --run_id r1
+```
 `featdel export run/ --format swebench` and `--format harbor` write SWE-bench rows with a
 self-contained `eval_script`, and Harbor task folders.
 

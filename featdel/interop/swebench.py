@@ -1,39 +1,56 @@
-"""`featdel export --format swebench`: SWE-bench rows whose `eval_script` is the verdict.
+"""`featdel export --format swebench`: SWE-bench rows that SWE-bench's own harness runs.
 
-In: a packaged run directory. Out: JSON Lines, one row per task, with SWE-bench's columns
-(`instance_id`, `repo`, `base_commit`, `patch`, `test_patch`, `problem_statement`,
-`FAIL_TO_PASS`, `PASS_TO_PASS` as real lists, ...), `image_name` (`featdel-env:<env_id>`, made
-by `featdel env build --sandbox docker`) and `eval_script`. featdel's own columns ride along:
-`deletion_patch` and `env_id` (the start state is the env's snapshot plus `deletion_patch`;
-`featdel materialize` writes it).
+In: a packaged run directory. Out: JSON Lines, one row per task, with the columns swebench 5.x's
+harness reads (`instance_id`, `repo`, `version`, `base_commit`, `patch`, `test_patch`,
+`problem_statement`, `FAIL_TO_PASS` and `PASS_TO_PASS` as real lists, `image`, `log_parser`,
+`eval_type`, `eval_script`), `image_name` (the same image, for SkyRL and older readers) and
+featdel's own: `deletion_patch`, `env_id`, `env_image`, `strategy`.
 
-The eval script runs inside that image on a tree at /testbed holding the start state with the
-model patch applied. It (1) restores the task's tests and test configuration, the files
-`featdel.grading.grade` never takes from a patch, from an archive inside the script (a protected
-file the patch added goes); (2) runs the FAIL_TO_PASS and PASS_TO_PASS tests through featdel's
-launcher and report plugin (carried in the script), so outcomes come from a report, never from
-printed text; (3) exits 0 only when every one of them passed, was collected, and pytest's exit
-status agrees with the report; 1 otherwise; 2 when the tree is not there. It trusts the
-harness's container for isolation; `featdel evaluate` remains the hardened grader
-(docs/grading.md).
+`image` is the task's start-state image (`featdel env build RUN --sandbox docker --tasks`):
+the env's venv at /opt/featdel/venv and the start state at /testbed as a one-commit git
+repository, where the harness applies a prediction (`git apply`, then `patch`).
+
+The eval script runs in that image after the model patch. It (1) restores the task's tests and
+test configuration, the files `featdel.grading.grade` never takes from a patch, from an archive
+inside the script (a protected file the patch added goes); (2) runs the FAIL_TO_PASS and
+PASS_TO_PASS tests through featdel's launcher and report plugin (carried in the script), so
+outcomes come from a report, never from printed text; (3) prints one `PASSED <id>` or
+`FAILED <id>` line per test between the harness's `>>>>> Start Test Output` and `>>>>> End Test
+Output` markers, PASSED only when the whole run resolved, and pytest's own output after them,
+each line behind `| ` so the tested code cannot print a status line the harness would read;
+(4) exits 0 only when every test passed, was collected, and pytest's exit status agrees with the
+report; 1 otherwise; 2 when the tree is not there (for readers that go by the exit status:
+SkyRL, Harbor's test.sh). It trusts the harness's container for isolation; `featdel evaluate`
+remains the hardened grader (docs/grading.md).
+
+`log_parser` is swebench's pytest parser, which reads a line's second word as the id; a task
+with a test id holding whitespace (a parametrised `test_x[a b]`) gets its jest-json parser, which
+reads the rest of a `[PASSED] ` line, and the script prints that form. A task no row can hold (an
+instance id that is not a docker name, a test id spanning lines) is left out and named.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 import json
 import re
 import shlex
-import tarfile
 import tempfile
 from importlib import resources
 from pathlib import Path
 
 from featdel.code import trees
-from featdel.core.shards import image_tag
+from featdel.core.shards import EnvRow, TaskRow, image_tag
 from featdel.env.envbuild import TESTBED, VENV
+from featdel.env.taskimage import task_image_tag
 from featdel.grading.grade import MAX_IDS_ON_COMMAND_LINE, PROTECTED_NAMES, files_of_tests, protected
+from featdel.interop.exported import Exported, write_atomic
+
+START_MARKER, END_MARKER = ">>>>> Start Test Output", ">>>>> End Test Output"  # SWE-bench's
+EVAL_TYPE = "pass_and_fail"  # swebench.harness.constants.EvalType
+# swebench.harness.log_parsers.PARSER_REGISTRY: its pytest parser takes a line's second word as the
+# id; the jest-json one takes the rest of a `[PASSED] ` line, so it holds ids with spaces.
+PYTEST_PARSER, VERBATIM_PARSER = "parse_log_pytest", "parse_log_jest_json"
 
 _RESTORE = """import base64, io, os, sys, tarfile
 root, names, tests, keep = sys.argv[1], set(@NAMES@), set(@TEST_FILES@), set(@KEEP@)
@@ -64,42 +81,61 @@ _CHECK = """import json, sys
 report, code = sys.argv[1], int(sys.argv[2])
 try:
     data = json.load(open(report))
+    why = None
 except (OSError, ValueError) as exc:
-    print(f"UNRESOLVED: no usable report ({exc}); pytest exited {code}"); sys.exit(1)
-collected, tests, bad = set(data.get("collected", [])), data.get("tests", {}), []
-for kind, ids in (("FAIL_TO_PASS", @F2P@), ("PASS_TO_PASS", @P2P@)):
-    for t in ids:
-        outcome = tests.get(t, {}).get("outcome", "missing") if t in collected else "missing"
-        print(f"{kind} {outcome.upper()} {t}")
-        if outcome != "passed":
-            bad.append(t)
-if bad:
-    print(f"UNRESOLVED: {len(bad)} tests did not pass, e.g. {bad[0]}"); sys.exit(1)
-if data.get("exitstatus") != code:
-    print(f"UNRESOLVED: the report says pytest exited {data.get('exitstatus')}, the process exited {code}"); sys.exit(1)
-if @BY_IDS@ and code != 0:
-    print(f"UNRESOLVED: every test passed but pytest exited {code}"); sys.exit(1)
-print("RESOLVED"); sys.exit(0)
+    data, why = {}, f"no usable report ({exc}); pytest exited {code}"
+collected, tests = set(data.get("collected", [])), data.get("tests", {})
+outcomes = {t: tests.get(t, {}).get("outcome", "missing") if t in collected else "missing" for t in @F2P@ + @P2P@}
+bad = [t for t, outcome in outcomes.items() if outcome != "passed"]
+if why is None and bad:
+    why = f"{len(bad)} tests did not pass, e.g. {bad[0]}"
+if why is None and data.get("exitstatus") != code:
+    why = f"the report says pytest exited {data.get('exitstatus')}, the process exited {code}"
+if why is None and @BY_IDS@ and code != 0:
+    why = f"every test passed but pytest exited {code}"
+# One status line per test, in the form of the row's `log_parser`, between the markers the bash
+# script prints: PASSED only when the test passed and nothing made the run unresolved.
+for t, outcome in outcomes.items():
+    if @VERBATIM@:  # parse_log_jest_json: the rest of the line is the id, spaces and all
+        print(f"[PASSED] {t}" if why is None else f"[FAILED] {t}")
+    else:  # parse_log_pytest: the second word is the id
+        print(f"PASSED {t}" if why is None else f"FAILED {t} - {outcome}")
+print(f"UNRESOLVED: {why}" if why else "RESOLVED", file=sys.stderr)
+sys.exit(1 if why else 0)
 """
 
 
-def graded_tree(task: dict, env: dict, dest: Path) -> Path:
-    """The start state with `test_patch` applied: what grading tests, before the model's edits."""
+def graded_tree(task: TaskRow, env: EnvRow, dest: Path, *, with_tests: bool = True) -> Path:
+    """The start state (with `test_patch` applied unless `with_tests` is false): what grading
+    tests, before the model's edits. A one-commit git repository, as `featdel materialize` writes."""
     with tempfile.TemporaryDirectory(prefix="featdel-export-") as tmp:
         snapshot = Path(tmp) / "snapshot.tar.gz"
-        snapshot.write_bytes(env["snapshot"])
-        trees.start_state(snapshot, task["deletion_patch"], dest)
-    if task["test_patch"]:
-        trees.apply_patch(dest, task["test_patch"])
+        snapshot.write_bytes(env.snapshot)
+        trees.start_state(snapshot, task.deletion_patch, dest)
+    if with_tests and task.test_patch:
+        trees.apply_patch(dest, task.test_patch)
     return dest
 
 
+def log_parser(task: TaskRow) -> str:
+    """The pytest parser, unless a test id holds whitespace, which it would split."""
+    ids = [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]
+    return PYTEST_PARSER if all(len(t.split()) == 1 for t in ids) else VERBATIM_PARSER
+
+
+def inexpressible(task: TaskRow) -> str | None:
+    """Why no SWE-bench row can hold the task, or None. The harness names a container after the
+    id; the verbatim parser strips a line, so an id cannot begin or end in whitespace or span lines."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", task.instance_id):
+        return f"instance id {task.instance_id!r} is not a docker container name"
+    for t in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]:
+        if t != t.strip() or "\n" in t or "\r" in t:
+            return f"test id {t!r} begins or ends in whitespace or spans lines"
+    return None
+
+
 def _files_archive(tree: Path, rels: list[str]) -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
-        for rel in rels:
-            tar.add(str(tree / rel), arcname=rel, recursive=False)
-    return base64.b64encode(buf.getvalue()).decode()
+    return base64.b64encode(trees.targz(tree, rels)).decode()
 
 
 def _fill(template: str, **values) -> str:
@@ -112,9 +148,9 @@ def _heredoc(tag: str, text: str) -> str:
     return f"<<'{tag}'\n{text.rstrip()}\n{tag}"
 
 
-def eval_script(task: dict, env: dict) -> str:
+def eval_script(task: TaskRow, env: EnvRow) -> str:
     """The bash script described in the module docstring, for one task row and its env row."""
-    f2p, p2p = list(task["FAIL_TO_PASS"]), list(task["PASS_TO_PASS"])
+    f2p, p2p = list(task.FAIL_TO_PASS), list(task.PASS_TO_PASS)
     test_files = sorted(files_of_tests(f2p + p2p))
     with tempfile.TemporaryDirectory(prefix="featdel-export-") as tmp:
         tree = graded_tree(task, env, Path(tmp) / "tree")
@@ -123,18 +159,18 @@ def eval_script(task: dict, env: dict) -> str:
         archive = _files_archive(tree, keep)
     restore = _fill(_RESTORE, NAMES=sorted(PROTECTED_NAMES), TEST_FILES=test_files, KEEP=keep, ARCHIVE=archive)
     by_ids = len(f2p) + len(p2p) <= MAX_IDS_ON_COMMAND_LINE
-    check = _fill(_CHECK, F2P=f2p, P2P=p2p, BY_IDS=by_ids)
-    test_cmd = list(task["test_cmd"])
+    check = _fill(_CHECK, F2P=f2p, P2P=p2p, BY_IDS=by_ids, VERBATIM=log_parser(task) == VERBATIM_PARSER)
+    test_cmd = list(task.test_cmd)
     if test_cmd[:3] != ["python", "-m", "pytest"]:
-        raise ValueError(f"{task['instance_id']}: test command must start with `python -m pytest`: {test_cmd}")
+        raise ValueError(f"{task.instance_id}: test command must start with `python -m pytest`: {test_cmd}")
     args = test_cmd[3:] + (["--", *f2p, *p2p] if by_ids else [])
     plugin = {name: resources.files("featdel").joinpath(f"env/pytest_plugin/{name}").read_text()
               for name in ("featdel_launch.py", "featdel_report.py")}
-    timeout = int(task.get("timeout_s") or 600)
-    return "\n".join([
+    timeout = int(task.timeout_s or 600)
+    script = "\n".join([
         "#!/bin/bash",
-        f"# featdel eval script for {task['instance_id']}: run in {image_tag(task['env_id'])} with the start",
-        f"# state plus the model patch at {TESTBED}. Exit 0: resolved; 1: not resolved; 2: no tree.",
+        f"# featdel eval script for {task.instance_id}: run in {task_image_tag(task.instance_id)} (the start",
+        f"# state at {TESTBED}) after the model patch. Exit 0: resolved; 1: not resolved; 2: no tree.",
         "set -uo pipefail",
         f"cd {TESTBED} || exit 2",
         f"export PATH={VENV}/bin:$PATH VIRTUAL_ENV={VENV} PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 LANG=C.UTF-8",
@@ -148,45 +184,66 @@ def eval_script(task: dict, env: dict) -> str:
         f'FEATDEL_REPORT="$WORK/report.json" timeout {timeout} python "$WORK/featdel_launch.py" '
         + " ".join(shlex.quote(a) for a in args) + ' > "$WORK/output.txt" 2>&1',
         "code=$?",
-        'tail -c 4000 "$WORK/output.txt"',
-        f'python - "$WORK/report.json" "$code" {_heredoc("FEATDEL_CHECK", check)}',
+        "# 4. Per-test lines between SWE-bench's markers (its harness reads them, not the exit status; it",
+        "#    records the status of the line before the end marker, which is the verdict).",
+        f": '{START_MARKER}'",  # `:` so the harness's `set -x` prints each marker once
+        f'python - "$WORK/report.json" "$code" 2>"$WORK/verdict.txt" {_heredoc("FEATDEL_CHECK", check)}',
         "verdict=$?",
+        "(exit $verdict)",
+        f": '{END_MARKER}'",
+        'cat "$WORK/verdict.txt"',
+        "# pytest's own output last, each line behind '| ': the tested code prints what it likes.",
+        'echo "pytest output (last 4000 bytes):"',
+        "tail -c 4000 \"$WORK/output.txt\" | sed -e 's/>>>>>/>>>>/g' -e 's/^/| /'",
         'rm -rf "$WORK"',
         "exit $verdict",
         "",
     ])
+    # SkyRL runs the script as `bash <<'EOF'`; SWE-bench's harness edits the line holding its end marker.
+    assert "\nEOF\n" not in script and script.count(END_MARKER) == 1, task.instance_id
+    return script
 
 
-def rows(run_dir: Path) -> list[dict]:
-    """SWE-bench rows for every task of the run (see the module docstring)."""
-    from featdel.core.shards import read_envs, read_tasks
-
-    envs = {e["env_id"]: e for e in read_envs(run_dir).to_pylist()}
-    out = []
-    for task in read_tasks(run_dir).to_pylist():
-        env = envs[task["env_id"]]
-        created = task.get("created_at")
-        out.append({
-            "instance_id": task["instance_id"], "repo": task["repo"], "base_commit": task["base_commit"],
-            "environment_setup_commit": task["environment_setup_commit"], "version": "featdel",
-            "patch": task["patch"], "test_patch": task["test_patch"] or "",
-            "problem_statement": task["problem_statement"], "hints_text": task["hints_text"] or "",
-            "created_at": created.isoformat() if created is not None else "",
-            "FAIL_TO_PASS": list(task["FAIL_TO_PASS"]), "PASS_TO_PASS": list(task["PASS_TO_PASS"]),
-            "image_name": image_tag(task["env_id"]), "eval_script": eval_script(task, env),
-            "deletion_patch": task["deletion_patch"], "env_id": task["env_id"], "strategy": task["strategy"],
-        })
-    return out
+def row(task: TaskRow, env: EnvRow) -> dict:
+    """One SWE-bench row (see the module docstring)."""
+    return {
+        "instance_id": task.instance_id, "repo": task.repo, "base_commit": task.base_commit,
+        "environment_setup_commit": task.environment_setup_commit, "version": "featdel",
+        "patch": task.patch, "test_patch": task.test_patch or "",
+        "problem_statement": task.problem_statement, "hints_text": task.hints_text or "",
+        "created_at": task.created_at.isoformat() if task.created_at is not None else "",
+        "FAIL_TO_PASS": list(task.FAIL_TO_PASS), "PASS_TO_PASS": list(task.PASS_TO_PASS),
+        "image": task_image_tag(task.instance_id), "image_name": task_image_tag(task.instance_id),
+        "log_parser": log_parser(task), "eval_type": EVAL_TYPE, "eval_script": eval_script(task, env),
+        "deletion_patch": task.deletion_patch, "env_id": task.env_id, "env_image": image_tag(task.env_id),
+        "strategy": task.strategy,
+    }
 
 
-def export(run_dir: Path, out: Path) -> int:
-    """Write the rows to `out` (JSON Lines); return how many."""
+def tasks_and_envs(run_dir: Path) -> list[tuple[TaskRow, EnvRow]]:
+    """Every task of a packaged run with its env row (a one-line error when it is not packaged)."""
     from featdel.core.rundir import RunDir
+    from featdel.core.shards import env_rows, task_rows
 
-    RunDir(run_dir).need(RunDir(run_dir).tasks_dir, f"run `featdel package {run_dir}` first")
-    data = rows(run_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in data))
-    tmp.replace(out)
-    return len(data)
+    rd = RunDir(run_dir)
+    rd.need(rd.tasks_dir, f"run `featdel package {run_dir}` first")
+    envs = {e.env_id: e for e in env_rows(run_dir)}
+    return [(t, envs[t.env_id]) for t in task_rows(run_dir)]
+
+
+def rows(run_dir: Path) -> tuple[list[dict], dict[str, str]]:
+    """(SWE-bench rows, {instance_id: why not} for the tasks a row cannot express)."""
+    out, left_out = [], {}
+    for task, env in tasks_and_envs(run_dir):
+        if why := inexpressible(task):
+            left_out[task.instance_id] = why
+        else:
+            out.append(row(task, env))
+    return out, left_out
+
+
+def export(run_dir: Path, out: Path) -> Exported:
+    """Write the rows to `out` (JSON Lines)."""
+    data, left_out = rows(run_dir)
+    write_atomic(out, "".join(json.dumps(r, sort_keys=True) + "\n" for r in data).encode())
+    return Exported(written=len(data), left_out=left_out)
