@@ -108,6 +108,8 @@ def export(
     harbor_parquet: Annotated[Path | None, typer.Option("--harbor-parquet", metavar="FILE", help=(
         "harbor: also write the parquet transport RL trainers read (path, task_binary: a tar.gz of the folder)."))]
     = None,
+    registry: Annotated[str | None, typer.Option("--registry", metavar="HOST:PORT", help=(
+        "harbor: push each per-repo image to this registry and pin every FROM by its digest."))] = None,
     verbose: Verbose = False,
 ) -> None:
     """Export the tasks for other harnesses and trainers, from the same shards.
@@ -128,18 +130,23 @@ def export(
 
       featdel export runs/a --format harbor --out runs/a/harbor --harbor-dataset my-org/featdel-a
 
+      featdel export runs/a --format harbor --out runs/a/harbor --registry 127.0.0.1:5000 --harbor-parquet a.parquet
+
       featdel export runs/a --format skyrl --out runs/a/skyrl
     """
     import importlib
 
-    if (harbor_dataset or harbor_parquet) and fmt != ExportFormat.harbor:
-        raise typer.BadParameter("--harbor-dataset and --harbor-parquet go with --format harbor")
+    if (harbor_dataset or harbor_parquet or registry) and fmt != ExportFormat.harbor:
+        raise typer.BadParameter("--harbor-dataset, --harbor-parquet and --registry go with --format harbor")
     with cli_errors(verbose):
         module = importlib.import_module(_EXPORTERS[fmt])
-        extra = {"dataset": harbor_dataset, "parquet": harbor_parquet} if fmt == ExportFormat.harbor else {}
+        extra = ({"dataset": harbor_dataset, "parquet": harbor_parquet, "registry": registry}
+                 if fmt == ExportFormat.harbor else {})
         done = module.export(run_dir, out, **extra)
         for instance_id, why in sorted(done.left_out.items()):
             typer.secho(f"left out  {instance_id}: {why}", fg="yellow", err=True)
+        for note in done.notes:
+            typer.secho(f"note: {note}", fg="yellow", err=True)
         typer.echo(f"{counted(done.written, 'task')} exported to {out} ({fmt})"
                    + (f"; {len(done.left_out)} left out (above)" if done.left_out else ""))
 

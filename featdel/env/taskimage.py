@@ -27,8 +27,7 @@ from featdel.env.envbuild import TESTBED, Built
 
 TASK_REPOSITORY = "featdel-task"
 AGENT_USER = "sandbox"  # in every featdel image (featdel.sandboxes.images); uid SANDBOX_UID
-_GIT = ("-c user.name=featdel -c user.email=featdel@localhost -c init.defaultBranch=main "
-        "-c commit.gpgsign=false")
+_DATE = "2000-01-01T00:00:00Z"  # the start commit's, so its id depends on the tree alone
 
 
 def task_image_tag(instance_id: str) -> str:
@@ -44,11 +43,13 @@ def dockerfile(env_id: str, *, base: str | None = None) -> str:
     return "\n".join([
         f"FROM {base or image_tag(env_id)}",
         f"COPY repo/ {TESTBED}/",
-        f"RUN cd {TESTBED} && git {_GIT} init -q && git add -A && "
-        f"GIT_AUTHOR_DATE=2000-01-01T00:00:00Z GIT_COMMITTER_DATE=2000-01-01T00:00:00Z git {_GIT} commit -q -m start && "
-        f"git config --system --add safe.directory {TESTBED} && chown -R {AGENT_USER}:{AGENT_USER} {TESTBED}",
+        "RUN git config --system user.name featdel && git config --system user.email featdel@localhost \\",
+        f" && git config --system --add safe.directory {TESTBED} && cd {TESTBED} && git init -q -b main \\",
+        f" && git add -A && GIT_AUTHOR_DATE={_DATE} GIT_COMMITTER_DATE={_DATE} git commit -q --no-gpg-sign -m start \\",
+        f" && chown -R {AGENT_USER}:{AGENT_USER} {TESTBED}",
         f"WORKDIR {TESTBED}",
-        "STOPSIGNAL SIGKILL",  # SWE-bench's harness keeps its container up with `tail -f` and stops it
+        "# SWE-bench's harness keeps a container up with `tail -f`, which ignores docker stop's SIGTERM.",
+        "STOPSIGNAL SIGKILL",
         "",
     ])
 

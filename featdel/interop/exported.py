@@ -8,10 +8,12 @@ from pathlib import Path
 
 @dataclasses.dataclass(frozen=True)
 class Exported:
-    """`written` tasks (rows or folders); `left_out`: {instance_id: why the format cannot hold it}."""
+    """`written` tasks (rows or folders); `left_out`: {instance_id: why the format cannot hold it};
+    `notes`: what the user should know about what was written (an image left unpinned)."""
 
     written: int
     left_out: dict[str, str] = dataclasses.field(default_factory=dict)
+    notes: list[str] = dataclasses.field(default_factory=list)
 
 
 def write_atomic(path: Path, data: bytes) -> Path:

@@ -60,7 +60,7 @@ def swebench_table(run_dir: Path):
 
     from featdel.interop.swebench import rows
 
-    return pa.Table.from_pylist(rows(run_dir))
+    return pa.Table.from_pylist(rows(run_dir)[0])
 
 
 def card(tasks, envs, swebench, repo_id: str) -> str:

@@ -45,9 +45,11 @@ from featdel.env.envbuild import TESTBED, VENV
 from featdel.env.taskimage import task_image_tag
 from featdel.grading.grade import MAX_IDS_ON_COMMAND_LINE, PROTECTED_NAMES, files_of_tests, protected
 from featdel.interop.exported import Exported, write_atomic
+from featdel.sandboxes.base import SANDBOX_UID
 
 START_MARKER, END_MARKER = ">>>>> Start Test Output", ">>>>> End Test Output"  # SWE-bench's
 EVAL_TYPE = "pass_and_fail"  # swebench.harness.constants.EvalType
+TEST_UID = SANDBOX_UID  # the `sandbox` user of every featdel image: the tests run as it
 # swebench.harness.log_parsers.PARSER_REGISTRY: its pytest parser takes a line's second word as the
 # id; the jest-json one takes the rest of a `[PASSED] ` line, so it holds ids with spaces.
 PYTEST_PARSER, VERBATIM_PARSER = "parse_log_pytest", "parse_log_jest_json"
@@ -180,14 +182,23 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
         "[ $? -eq 0 ] || exit 2",
         "# 2. featdel's launcher and report plugin, outside the tree.",
         *(f'cat > "$WORK/{name}" {_heredoc("FEATDEL_PLUGIN", text)}' for name, text in plugin.items()),
-        "# 3. FAIL_TO_PASS and PASS_TO_PASS; the report, not the output, is the verdict.",
-        f'FEATDEL_REPORT="$WORK/report.json" timeout {timeout} python "$WORK/featdel_launch.py" '
+        "# 3. FAIL_TO_PASS and PASS_TO_PASS; the report, not the output, is the verdict. Run as root (the",
+        "#    harnesses do), the tests run as an unprivileged user: they cannot reach this script's output",
+        "#    through /proc or a reward file, and whatever they started is killed before the verdict.",
+        'mkdir "$WORK/run" && chmod 755 "$WORK" && chmod 644 "$WORK"/featdel_*.py',
+        'AS=""',
+        'if [ "$(id -u)" = 0 ]; then',
+        f'    chown -R {TEST_UID}:{TEST_UID} {TESTBED} "$WORK/run"',
+        f'    AS="setpriv --reuid={TEST_UID} --regid={TEST_UID} --clear-groups --no-new-privs"',
+        "fi",
+        f'HOME=/tmp FEATDEL_REPORT="$WORK/run/report.json" timeout {timeout} $AS python "$WORK/featdel_launch.py" '
         + " ".join(shlex.quote(a) for a in args) + ' > "$WORK/output.txt" 2>&1',
         "code=$?",
+        '[ -z "$AS" ] || $AS kill -9 -1 2>/dev/null',
         "# 4. Per-test lines between SWE-bench's markers (its harness reads them, not the exit status; it",
         "#    records the status of the line before the end marker, which is the verdict).",
         f": '{START_MARKER}'",  # `:` so the harness's `set -x` prints each marker once
-        f'python - "$WORK/report.json" "$code" 2>"$WORK/verdict.txt" {_heredoc("FEATDEL_CHECK", check)}',
+        f'python - "$WORK/run/report.json" "$code" 2>"$WORK/verdict.txt" {_heredoc("FEATDEL_CHECK", check)}',
         "verdict=$?",
         "(exit $verdict)",
         f": '{END_MARKER}'",

@@ -67,6 +67,24 @@ def image_exists(name: str) -> bool:
         return False
 
 
+def pinned(name: str, registry: str | None = None) -> str | None:
+    """`name` as REPOSITORY@sha256:DIGEST, a reference no later push can change: the digest of the
+    image in `registry` (HOST:PORT; pushed there now, under the same repository and tag), else the
+    one it already has in some registry, else None (an image that was never pushed has none)."""
+    c = client()
+    if registry:
+        remote = f"{registry}/{name}"
+        repository, _, tag = remote.rpartition(":")
+        c.images.get(name).tag(repository, tag)
+        for line in c.api.push(repository, tag, stream=True, decode=True):
+            if "error" in line:
+                raise SandboxError(f"pushing {remote} failed: {line['error']}")
+    digests = c.images.get(name).attrs.get("RepoDigests") or []
+    if registry:
+        digests = [d for d in digests if d.startswith(f"{registry}/")]
+    return sorted(digests)[0] if digests else None
+
+
 # Third-party package dirs a Debian or python:*-slim image may carry: the distribution's
 # dist-packages, pip's site-packages under /usr/local, and the wheels ensurepip installs from.
 _THIRD_PARTY = ("/usr/lib/python3*/*-packages /usr/local/lib/python3*/*-packages "
