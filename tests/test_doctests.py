@@ -100,7 +100,7 @@ def test_the_exported_eval_script_resolves_gold_with_a_doctest_in_pass_to_pass(d
 
     def verdict(tree):
         return subprocess.run(["docker", "run", "--rm", "--network", "none", "-v", f"{tree}:/testbed", "-v",
-                               f"{tmp_path / 'eval'}:/eval:ro", row["image_name"], "bash", "/eval/eval.sh"],
+                               f"{tmp_path / 'eval'}:/eval:ro", row["env_image"], "bash", "/eval/eval.sh"],
                               capture_output=True, text=True, timeout=600)
 
     gold, start = tmp_path / "gold", tmp_path / "start"
@@ -110,3 +110,17 @@ def test_the_exported_eval_script_resolves_gold_with_a_doctest_in_pass_to_pass(d
     assert done.returncode == 0 and "RESOLVED" in done.stdout, done.stdout[-2000:] + done.stderr[-1000:]
     materialize(run_dir, row["instance_id"], start)
     assert verdict(start).returncode == 1
+    # SWE-bench's own harness, in the start-state image: gold resolves, the start state does not.
+    from featdel.core.shards import env_rows, task_rows
+    from featdel.env import taskimage
+    from tests.swebench_run import predictions, run_harness
+
+    task = next(t for t in task_rows(run_dir) if t.instance_id == row["instance_id"])
+    [env] = [e for e in env_rows(run_dir) if e.env_id == task.env_id]
+    taskimage.build(task, env)
+    data = tmp_path / "one.jsonl"
+    data.write_text(json.dumps(row) + "\n")
+    wrong = "diff --git a/NOTE b/NOTE\nnew file mode 100644\n--- /dev/null\n+++ b/NOTE\n@@ -0,0 +1 @@\n+x\n"
+    for model, patch, expected in (("gold", row["patch"], [row["instance_id"]]), ("wrong", wrong, [])):
+        report = run_harness(data, predictions([row], model, lambda r, p=patch: p), tmp_path / "harness", f"d-{model}")
+        assert report["resolved_ids"] == expected and not report["error_ids"], report

@@ -51,13 +51,34 @@ def test_card_has_configs_counts_licences_and_grading(dry):
     run_dir, folder = dry
     text = (folder / "README.md").read_text()
     header = yaml.safe_load(text.split("---")[1])
-    assert [c["config_name"] for c in header["configs"]] == ["tasks", "envs"]
+    assert [c["config_name"] for c in header["configs"]] == ["tasks", "envs", "swebench"]
     assert header["configs"][0]["default"] is True
+    n = read_tasks(run_dir).num_rows
     assert {i["config_name"]: i["splits"][0]["num_examples"] for i in header["dataset_info"]} == {
-        "tasks": read_tasks(run_dir).num_rows, "envs": read_envs(run_dir).num_rows}
+        "tasks": n, "envs": read_envs(run_dir).num_rows, "swebench": n}
+    assert {"reinforcement-learning", "rl-environment"} <= set(header["tags"])
+    assert f"{n} task{'s' if n != 1 else ''} from " in text and " 1 tasks " not in text
     row = read_tasks(run_dir).to_pylist()[0]
     assert f"| {row['repo']} | " in text and "| licence | body | tasks |" in text
     assert "featdel evaluate run/ --predictions" in text and "featdel env build" in text and "licence" in text
+
+
+def test_the_swebench_config_is_rows_swebenchs_harness_reads(dry, tmp_path):
+    """`load_dataset(DIR, "swebench", split="test")` gives the `--format swebench` rows; written
+    out as JSON Lines (the card's one line), swebench's harness builds its test spec from each."""
+    import datasets
+    from swebench.harness.utils import load_swebench_dataset, make_test_spec
+
+    from featdel.interop.swebench import rows
+
+    run_dir, folder = dry
+    rows_here = datasets.load_dataset(str(folder), "swebench", split="test", cache_dir=str(tmp_path / "c"))
+    expected, _ = rows(run_dir)
+    assert [r["instance_id"] for r in rows_here] == [r["instance_id"] for r in expected]
+    rows_here.to_json(str(tmp_path / "sweb.jsonl"))
+    for row in load_swebench_dataset(str(tmp_path / "sweb.jsonl"), "test"):
+        spec = make_test_spec(row)
+        assert spec.image == row["image"] and spec.FAIL_TO_PASS and spec.log_parser.startswith("parse_log_")
 
 
 def test_fetch_of_a_hub_folder_is_a_run_directory(dry, tmp_path, local_backend):
