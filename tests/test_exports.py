@@ -212,6 +212,28 @@ def _forging_patch(run_dir: Path, row: dict, tmp_path: Path) -> str:
     return trees.diff_trees(start, forged)
 
 
+def _runner_patch(run_dir: Path, row: dict, tmp_path: Path) -> str:
+    """Code in the edited module that makes pytest's runner call nothing: every test "passes"."""
+    start = materialize_to(run_dir, row["instance_id"], tmp_path / f"runner-a-{row['instance_id']}")
+    changed = trees.copy_tree(start, tmp_path / f"runner-b-{row['instance_id']}")
+    [module] = {line[6:] for line in row["patch"].splitlines() if line.startswith("+++ b/")}
+    with open(changed / module, "a") as fh:
+        fh.write("\nimport _pytest.python as _p, _pytest.doctest as _d\n"
+                 "_p.Function.runtest = lambda self: None\n_d.DoctestItem.runtest = lambda self: None\n")
+    return trees.diff_trees(start, changed)
+
+
+def _shadow_patch(row: dict) -> str:
+    """Modules in the tree's root named like the standard library's that the eval script's own
+    Python (root) would import from the working directory: each prints a PASSED line per test."""
+    lines = "".join(f"print({f'PASSED {t}'!r}); print({f'[PASSED] {t}'!r})\n"
+                    for t in row["FAIL_TO_PASS"] + row["PASS_TO_PASS"])
+    body = f"import sys\n{lines}sys.exit(0)\n".splitlines()
+    return "".join(f"diff --git a/{name} b/{name}\nnew file mode 100644\n--- /dev/null\n+++ b/{name}\n"
+                   f"@@ -0,0 +1,{len(body)} @@\n" + "".join(f"+{ln}\n" for ln in body)
+                   for name in ("json.py", "tarfile.py", "base64.py", "zlib.py", "difflib.py"))
+
+
 def materialize_to(run_dir: Path, instance_id: str, dest: Path) -> Path:
     materialize(run_dir, instance_id, dest)
     shutil.rmtree(dest / ".git")
@@ -230,9 +252,10 @@ def task_images(exported, image):
 @pytest.mark.slow
 def test_swebench_harness_resolves_gold_only_and_agrees_with_featdel_evaluate(exported, task_images, tmp_path,
                                                                               local_backend):
-    """SWE-bench's own harness on the rows: it resolves gold on every task and neither a patch
-    that fixes nothing nor one whose code prints the harness's markers and PASSED lines; featdel
-    evaluate gives the same verdicts."""
+    """SWE-bench's own harness on the rows: it resolves gold on every task, and none of: a patch
+    that fixes nothing, one whose code prints the harness's markers and PASSED lines (to every
+    stream it can reach), one that stubs out pytest's runner, one that adds modules named like the
+    standard library's; featdel evaluate gives the same verdicts."""
     from featdel.grading.evaluate import evaluate
     from tests.swebench_run import predictions, run_harness, test_output
 
@@ -241,7 +264,8 @@ def test_swebench_harness_resolves_gold_only_and_agrees_with_featdel_evaluate(ex
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     every = {r["instance_id"] for r in rows}
     models = {"gold": lambda r: r["patch"], "wrong": _wrong_patch,
-              "forge": lambda r: _forging_patch(run_dir, r, tmp_path)}
+              "forge": lambda r: _forging_patch(run_dir, r, tmp_path),
+              "runner": lambda r: _runner_patch(run_dir, r, tmp_path), "shadow": _shadow_patch}
     for model, patch_of in models.items():
         preds = predictions(rows, model, patch_of)
         report = run_harness(data, preds, tmp_path / "harness", f"t-{model}")

@@ -237,7 +237,43 @@ def wheelhouse(row: EnvRow, tree: Path) -> Path:
     if missing:
         _run([*pip, "--no-deps", *missing], cwd=wheels, log=log, timeout=1800)
     _run([*pip, *_build_requires(tree)], cwd=wheels, log=log, timeout=1800)
+    extra = _editable_requires(tree, wheels, log)
+    if extra:
+        _run([*pip, *extra], cwd=wheels, log=log, timeout=1800)
     return wheels
+
+
+_ASK_BACKEND = """import json, sys
+from pip._vendor.pyproject_hooks import BuildBackendHookCaller
+hooks = BuildBackendHookCaller(sys.argv[1], sys.argv[2], backend_path=json.loads(sys.argv[3]) or None)
+print(json.dumps(hooks.get_requires_for_build_editable()))
+"""
+
+
+def _editable_requires(tree: Path, wheels: Path, log: Path) -> list[str]:
+    """What the build backend asks for on top of `build-system.requires` to install the repo
+    editable (hatchling asks for `editables`): the image's offline `pip install -e .` needs those
+    wheels too. Asked of the backend itself, in a scratch venv holding the build requirements."""
+    try:
+        system = tomllib.loads((tree / "pyproject.toml").read_text()).get("build-system", {})
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []
+    backend = system.get("build-backend")
+    if not isinstance(backend, str) or not backend:
+        return []  # setuptools' legacy path: its wheel is already there
+    with tempfile.TemporaryDirectory(prefix="featdel-backend-") as tmp:
+        venv = Path(tmp) / "venv"
+        _run([sys.executable, "-m", "venv", str(venv)], cwd=wheels, log=log, timeout=300)
+        python = str(venv / "bin" / "python")
+        _run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels),
+              *_build_requires(tree)], cwd=wheels, log=log, timeout=600)
+        out = _run([python, "-c", _ASK_BACKEND, str(tree), backend, json.dumps(system.get("backend-path") or [])],
+                   cwd=tree, log=log, timeout=600)
+    try:
+        asked = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return []
+    return [str(r) for r in asked if isinstance(r, str)]
 
 
 def _build_requires(tree: Path) -> list[str]:

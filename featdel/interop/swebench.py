@@ -34,14 +34,14 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shlex
 import tempfile
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from featdel.code import trees
 from featdel.core.shards import EnvRow, TaskRow, image_tag
 from featdel.env.envbuild import TESTBED, VENV
+from featdel.env.pytestconfig import find_config
 from featdel.env.taskimage import task_image_tag
 from featdel.grading.grade import MAX_IDS_ON_COMMAND_LINE, PROTECTED_NAMES, files_of_tests, protected
 from featdel.interop.exported import Exported, write_atomic
@@ -79,32 +79,6 @@ with tarfile.open(fileobj=io.BytesIO(base64.b64decode(@ARCHIVE@))) as tar:
         tar.extractall(root)
 """
 
-_CHECK = """import json, sys
-report, code = sys.argv[1], int(sys.argv[2])
-try:
-    data = json.load(open(report))
-    why = None
-except (OSError, ValueError) as exc:
-    data, why = {}, f"no usable report ({exc}); pytest exited {code}"
-collected, tests = set(data.get("collected", [])), data.get("tests", {})
-outcomes = {t: tests.get(t, {}).get("outcome", "missing") if t in collected else "missing" for t in @F2P@ + @P2P@}
-bad = [t for t, outcome in outcomes.items() if outcome != "passed"]
-if why is None and bad:
-    why = f"{len(bad)} tests did not pass, e.g. {bad[0]}"
-if why is None and data.get("exitstatus") != code:
-    why = f"the report says pytest exited {data.get('exitstatus')}, the process exited {code}"
-if why is None and @BY_IDS@ and code != 0:
-    why = f"every test passed but pytest exited {code}"
-# One status line per test, in the form of the row's `log_parser`, between the markers the bash
-# script prints: PASSED only when the test passed and nothing made the run unresolved.
-for t, outcome in outcomes.items():
-    if @VERBATIM@:  # parse_log_jest_json: the rest of the line is the id, spaces and all
-        print(f"[PASSED] {t}" if why is None else f"[FAILED] {t}")
-    else:  # parse_log_pytest: the second word is the id
-        print(f"PASSED {t}" if why is None else f"FAILED {t} - {outcome}")
-print(f"UNRESOLVED: {why}" if why else "RESOLVED", file=sys.stderr)
-sys.exit(1 if why else 0)
-"""
 
 
 def graded_tree(task: TaskRow, env: EnvRow, dest: Path, *, with_tests: bool = True) -> Path:
@@ -156,49 +130,54 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
     test_files = sorted(files_of_tests(f2p + p2p))
     with tempfile.TemporaryDirectory(prefix="featdel-export-") as tmp:
         tree = graded_tree(task, env, Path(tmp) / "tree")
-        keep = sorted(rel for rel in trees.changed_files(Path(tmp) / "empty", tree)
-                      if protected(rel, set(test_files)))
+        rels = trees.changed_files(Path(tmp) / "empty", tree)
+        keep = sorted(rel for rel in rels if protected(rel, set(test_files)))
         archive = _files_archive(tree, keep)
+        start = {rel: _blob_id((tree / rel).read_bytes()) for rel in rels
+                 if rel.endswith(".py") and (tree / rel).is_file() and not (tree / rel).is_symlink()}
+        config = find_config(tree, f2p + p2p)
     restore = _fill(_RESTORE, NAMES=sorted(PROTECTED_NAMES), TEST_FILES=test_files, KEEP=keep, ARCHIVE=archive)
     by_ids = len(f2p) + len(p2p) <= MAX_IDS_ON_COMMAND_LINE
-    check = _fill(_CHECK, F2P=f2p, P2P=p2p, BY_IDS=by_ids, VERBATIM=log_parser(task) == VERBATIM_PARSER)
     test_cmd = list(task.test_cmd)
     if test_cmd[:3] != ["python", "-m", "pytest"]:
         raise ValueError(f"{task.instance_id}: test command must start with `python -m pytest`: {test_cmd}")
-    args = test_cmd[3:] + (["--", *f2p, *p2p] if by_ids else [])
-    plugin = {name: resources.files("featdel").joinpath(f"env/pytest_plugin/{name}").read_text()
-              for name in ("featdel_launch.py", "featdel_report.py")}
-    timeout = int(task.timeout_s or 600)
+    args = test_cmd[3:]
+    if config is not None:  # only the configuration the task names: pytest never looks for another
+        root = str(PurePosixPath(TESTBED, config).parent)
+        args += ["-c", f"{TESTBED}/{config}", f"--rootdir={root}", f"--confcutdir={root}"]
+    args += ["--", *f2p, *p2p] if by_ids else []
+    run = {"testbed": str(TESTBED), "uid": TEST_UID, "timeout": int(task.timeout_s or 600), "args": args,
+           "config": f"{TESTBED}/{config}" if config else None, "python": f"{VENV}/bin/python",
+           "environ": {"PATH": f"{VENV}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(VENV),
+                       "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"},
+           "fail_to_pass": f2p, "pass_to_pass": p2p, "by_ids": by_ids,
+           "verbatim": log_parser(task) == VERBATIM_PARSER, "start": start,
+           "watch": sorted({t.split("::", 1)[0] for t in f2p})}
+    carried = {name: resources.files("featdel").joinpath(f"env/pytest_plugin/{name}").read_text()
+               for name in ("featdel_launch.py", "featdel_report.py", "featdel_host.py")}
+    carried["featdel_stream.py"] = resources.files("featdel").joinpath("env/stream.py").read_text()
+    carried["run.json"] = json.dumps(run, sort_keys=True)
     script = "\n".join([
         "#!/bin/bash",
         f"# featdel eval script for {task.instance_id}: run in {task_image_tag(task.instance_id)} (the start",
         f"# state at {TESTBED}) after the model patch. Exit 0: resolved; 1: not resolved; 2: no tree.",
         "set -uo pipefail",
-        f"cd {TESTBED} || exit 2",
+        f"[ -d {TESTBED} ] || exit 2",
         f"export PATH={VENV}/bin:$PATH VIRTUAL_ENV={VENV} PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 LANG=C.UTF-8",
-        "WORK=$(mktemp -d)",
+        'WORK=$(mktemp -d) && cd "$WORK" || exit 2',
+        "# Python runs here as root only isolated (-I) and from outside the tree: nothing in it is imported.",
         "# 1. The task's tests and test configuration; the patch's edits to them do not count.",
-        f'python - {TESTBED} {_heredoc("FEATDEL_RESTORE", restore)}',
+        f'python -I - {TESTBED} {_heredoc("FEATDEL_RESTORE", restore)}',
         "[ $? -eq 0 ] || exit 2",
-        "# 2. featdel's launcher and report plugin, outside the tree.",
-        *(f'cat > "$WORK/{name}" {_heredoc("FEATDEL_PLUGIN", text)}' for name, text in plugin.items()),
-        "# 3. FAIL_TO_PASS and PASS_TO_PASS; the report, not the output, is the verdict. Run as root (the",
-        "#    harnesses do), the tests run as an unprivileged user: they cannot reach this script's output",
-        "#    through /proc or a reward file, and whatever they started is killed before the verdict.",
-        'mkdir "$WORK/run" && chmod 755 "$WORK" && chmod 644 "$WORK"/featdel_*.py',
-        'AS=""',
-        'if [ "$(id -u)" = 0 ]; then',
-        f'    chown -R {TEST_UID}:{TEST_UID} {TESTBED} "$WORK/run"',
-        f'    AS="setpriv --reuid={TEST_UID} --regid={TEST_UID} --clear-groups --no-new-privs"',
-        "fi",
-        f'HOME=/tmp FEATDEL_REPORT="$WORK/run/report.json" timeout {timeout} $AS python "$WORK/featdel_launch.py" '
-        + " ".join(shlex.quote(a) for a in args) + ' > "$WORK/output.txt" 2>&1',
-        "code=$?",
-        '[ -z "$AS" ] || $AS kill -9 -1 2>/dev/null',
-        "# 4. Per-test lines between SWE-bench's markers (its harness reads them, not the exit status; it",
-        "#    records the status of the line before the end marker, which is the verdict).",
+        "# 2. featdel's launcher, report plugin and host (featdel.env.stream, pytest_plugin/featdel_host.py).",
+        *(f'cat > "$WORK/{name}" {_heredoc("FEATDEL_FILE", text)}' for name, text in carried.items()),
+        'chmod 755 "$WORK" && chmod 644 "$WORK"/*',
+        "# 3. FAIL_TO_PASS and PASS_TO_PASS through featdel's signed channel, the tests as uid "
+        f"{TEST_UID} when root;",
+        "#    the host prints one status line per test between SWE-bench's markers (its harness reads them and",
+        "#    records the status of the line before the end marker: the verdict).",
         f": '{START_MARKER}'",  # `:` so the harness's `set -x` prints each marker once
-        f'python - "$WORK/run/report.json" "$code" 2>"$WORK/verdict.txt" {_heredoc("FEATDEL_CHECK", check)}',
+        'python -I "$WORK/featdel_host.py" "$WORK/run.json" "$WORK" 2>"$WORK/verdict.txt"',
         "verdict=$?",
         "(exit $verdict)",
         f": '{END_MARKER}'",
@@ -206,13 +185,20 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
         "# pytest's own output last, each line behind '| ': the tested code prints what it likes.",
         'echo "pytest output (last 4000 bytes):"',
         "tail -c 4000 \"$WORK/output.txt\" | sed -e 's/>>>>>/>>>>/g' -e 's/^/| /'",
-        'rm -rf "$WORK"',
+        'cd / && rm -rf "$WORK"',
         "exit $verdict",
         "",
     ])
     # SkyRL runs the script as `bash <<'EOF'`; SWE-bench's harness edits the line holding its end marker.
     assert "\nEOF\n" not in script and script.count(END_MARKER) == 1, task.instance_id
     return script
+
+
+def _blob_id(data: bytes) -> str:
+    """git's id of a file's content (featdel_host reads the start state's blobs by it)."""
+    import hashlib
+
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def row(task: TaskRow, env: EnvRow) -> dict:

@@ -1,0 +1,144 @@
+"""The host side of an exported eval script's test run (featdel.interop.swebench). Standard
+library only: the eval script carries this file, featdel.env.stream (as featdel_stream.py) and
+the launcher and plugin, and runs it as root with `python -I`, outside the tree.
+
+In: `featdel_host.py RUN_JSON WORK`: the run (the tree, the pytest arguments, the task's tests,
+the start state's `.py` files as git blob ids) and the folder this file is in. Out: one status line per test on
+stdout, in the form of the row's SWE-bench log parser; the reason on stderr; exit 0 when the
+task is resolved, 1 when not.
+
+What it does, as `featdel evaluate` does on its own host: it finds the lines the patch added
+(each changed `.py` file against the start state's blob in /testbed/.git, checked by its id), opens
+featdel's signed channel (a FIFO in a folder the tests can enter but not list) and runs the tests
+through the launcher, as the unprivileged uid when run as root, so the tripwire reports what added
+lines do to the test process. Only the channel counts: a record not signed with the run's key, a
+stream that stops, a tripwire or a config pytest was not told to read leaves the task unresolved.
+Afterwards every process of that uid is killed.
+"""
+
+import difflib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves this folder out
+
+from featdel_stream import Channel  # noqa: E402  (featdel.env.stream, beside this file)
+
+
+def blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def read_blob(testbed: str, sha: str):
+    """A loose object's content from the tree's .git, or None; its id is checked, so nothing in
+    the tree can pass off other bytes as the start state's."""
+    try:
+        with open(os.path.join(testbed, ".git", "objects", sha[:2], sha[2:]), "rb") as fh:
+            raw = zlib.decompress(fh.read())
+    except (OSError, zlib.error):
+        return None
+    if hashlib.sha1(raw).hexdigest() != sha or not raw.startswith(b"blob "):
+        return None
+    return raw[raw.index(b"\0") + 1:]
+
+
+def added_lines(testbed: str, start: dict) -> dict:
+    """{relative path: [line numbers]} for the lines of `.py` files that differ from the start state
+    (`start`: relative path -> blob id). A file the start state lacks, or whose blob is gone, counts
+    whole."""
+    out = {}
+    for dirpath, dirs, files in os.walk(testbed):
+        dirs[:] = [d for d in dirs if not (dirpath == testbed and d == ".git")]
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if not name.endswith(".py") or os.path.islink(path):
+                continue
+            rel = os.path.relpath(path, testbed)
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                continue
+            if start.get(rel) == blob_id(data):
+                continue
+            new = data.decode("utf-8", "replace").splitlines()
+            old_bytes = read_blob(testbed, start[rel]) if rel in start else None
+            if old_bytes is None:
+                lines = list(range(1, len(new) + 1))
+            else:
+                matcher = difflib.SequenceMatcher(None, old_bytes.decode("utf-8", "replace").splitlines(), new,
+                                                  autojunk=False)
+                lines = [j + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert")
+                         for j in range(j1, j2)]
+            if lines:
+                out[rel] = lines
+    return out
+
+
+def verdict(stream, run: dict, code: int) -> tuple[dict, str | None]:
+    """({test: outcome}, why the task is not resolved, or None)."""
+    ids = run["fail_to_pass"] + run["pass_to_pass"]
+    known = set(stream.collected)
+    outcomes = {t: stream.tests.get(t, {}).get("outcome", "missing") if t in known else "missing" for t in ids}
+    bad = [t for t, outcome in outcomes.items() if outcome != "passed"]
+    if stream.problem is not None:
+        return outcomes, f"the run's report is not one featdel's plugin wrote in full: {stream.problem}"
+    if stream.trips:
+        return outcomes, f"the run was tampered with: {stream.trips[0]}"
+    if bad:
+        return outcomes, f"{len(bad)} tests did not pass, e.g. {bad[0]}"
+    if stream.exitstatus != code:
+        return outcomes, f"the report says pytest exited {stream.exitstatus}, the process exited {code}"
+    if run["by_ids"] and code != 0:
+        return outcomes, f"every test passed but pytest exited {code}"
+    return outcomes, None
+
+
+def main() -> int:
+    with open(sys.argv[1]) as fh:
+        run = json.load(fh)
+    testbed, work, uid = run["testbed"], sys.argv[2], run["uid"]
+    args, config = list(run["args"]), run["config"]
+    if config is None:  # the tree has no config of its own: pytest reads an empty one, not one it finds
+        config = os.path.join(work, "empty", "pytest.ini")
+        os.makedirs(os.path.dirname(config), mode=0o755)
+        with open(config, "w") as fh:
+            fh.write("[pytest]\n")
+        os.chmod(config, 0o644)
+        cut = args.index("--") if "--" in args else len(args)
+        args[cut:cut] = ["-c", config, f"--rootdir={testbed}", f"--confcutdir={testbed}"]
+    as_user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"] \
+        if os.geteuid() == 0 else []
+    sealed = os.path.join(work, "sealed")
+    os.mkdir(sealed, 0o733)
+    os.chmod(sealed, 0o733)  # the tests' uid can open the channel by name, never list the folder
+    added = added_lines(testbed, run["start"])
+    if as_user:
+        subprocess.run(["chown", "-R", f"{uid}:{uid}", testbed], check=False)
+    env = {**run["environ"], "HOME": "/tmp"}
+    with Channel(Path(sealed), added=added, config=config, watch=run["watch"]) as ch:
+        env["FEATDEL_SPEC"] = str(ch.spec)
+        with open(os.path.join(work, "output.txt"), "wb") as out:
+            code = subprocess.run(["timeout", str(run["timeout"]), *as_user, run["python"],
+                                   os.path.join(work, "featdel_launch.py"), *args],
+                                  cwd=testbed, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL).returncode
+        if as_user:
+            subprocess.run([*as_user, "kill", "-9", "-1"], stderr=subprocess.DEVNULL, check=False)
+    outcomes, why = verdict(ch.stream(), run, code)
+    for t, outcome in outcomes.items():
+        if run["verbatim"]:  # parse_log_jest_json: the rest of the line is the id, spaces and all
+            print(f"[PASSED] {t}" if why is None else f"[FAILED] {t}")
+        else:  # parse_log_pytest: the second word is the id
+            print(f"PASSED {t}" if why is None else f"FAILED {t} - {outcome}")
+    print(f"UNRESOLVED: {why}" if why else "RESOLVED", file=sys.stderr)
+    return 1 if why else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
