@@ -12,6 +12,7 @@ task, FROM the env images it builds first.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 import shutil
@@ -69,8 +70,9 @@ def build(task: TaskRow, env: EnvRow) -> tuple[str, bool]:
     from featdel.sandboxes import images
 
     name = task_image_tag(task.instance_id)
-    if images.image_exists(name):
-        return name, False
+    recipe = hashlib.sha256(f"{dockerfile(env.env_id)}\0{task.start_sha256}".encode()).hexdigest()
+    if images.image_exists(name) and images.client().images.get(name).labels.get("featdel.recipe") == recipe:
+        return name, False  # an image made from another Dockerfile or start state is made again
     if not images.image_exists(image_tag(env.env_id)):
         raise EnvBuildError(f"no image {image_tag(env.env_id)}: run `featdel env build RUN --sandbox docker` first")
     with tempfile.TemporaryDirectory(prefix="featdel-taskimage-") as tmp:
@@ -86,7 +88,8 @@ def build(task: TaskRow, env: EnvRow) -> tuple[str, bool]:
     try:
         images.client().images.build(fileobj=buf, custom_context=True, tag=name, rm=True, forcerm=True,
                                      pull=False, network_mode="none",
-                                     labels={"featdel.instance_id": task.instance_id, "featdel.env_id": env.env_id})
+                                     labels={"featdel.instance_id": task.instance_id, "featdel.env_id": env.env_id,
+                                             "featdel.recipe": recipe})
     except Exception as exc:  # docker's BuildError carries the failing step's log
         log = "".join(str(c.get("stream", "")) for c in getattr(exc, "build_log", []) or [])
         if "git: not found" in log or "git: command not found" in log:

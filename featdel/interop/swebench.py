@@ -10,18 +10,17 @@ featdel's own: `deletion_patch`, `env_id`, `env_image`, `strategy`.
 the env's venv at /opt/featdel/venv and the start state at /testbed as a one-commit git
 repository, where the harness applies a prediction (`git apply`, then `patch`).
 
-The eval script runs in that image after the model patch. It (1) restores the task's tests and
-test configuration, the files `featdel.grading.grade` never takes from a patch, from an archive
-inside the script (a protected file the patch added goes); (2) runs the FAIL_TO_PASS and
-PASS_TO_PASS tests through featdel's launcher and report plugin (carried in the script), so
-outcomes come from a report, never from printed text; (3) prints one `PASSED <id>` or
-`FAILED <id>` line per test between the harness's `>>>>> Start Test Output` and `>>>>> End Test
-Output` markers, PASSED only when the whole run resolved, and pytest's own output after them,
-each line behind `| ` so the tested code cannot print a status line the harness would read;
-(4) exits 0 only when every test passed, was collected, and pytest's exit status agrees with the
-report; 1 otherwise; 2 when the tree is not there (for readers that go by the exit status:
-SkyRL, Harbor's test.sh). It trusts the harness's container for isolation; `featdel evaluate`
-remains the hardened grader (docs/grading.md).
+The eval script runs in that image, as root, after the model patch (docs/interop.md). Root's
+Python runs only isolated (`-I`) outside the tree. It (1) restores the task's tests and test
+configuration, the files `featdel.grading.grade` never takes from a patch, from an archive inside
+the script (a protected file the patch added goes); (2) runs FAIL_TO_PASS and PASS_TO_PASS as uid
+65532 through featdel's launcher, report plugin, signed channel and tripwire, with the host
+(`env/pytest_plugin/featdel_host.py`) finding the lines the patch added against the start state's
+git blobs; (3) prints one `PASSED <id>` or `FAILED <id>` line per test between the harness's
+`>>>>> Start Test Output` and `>>>>> End Test Output` markers, PASSED only when the whole run
+resolved, then pytest's own output, each line behind `| `; (4) exits 0 only when resolved, 1
+otherwise, 2 when the tree is not there (for readers that go by the exit status: SkyRL, Harbor's
+test.sh). `featdel evaluate` adds a static scan of the patch and stays the stricter grader.
 
 `log_parser` is swebench's pytest parser, which reads a line's second word as the id; a task
 with a test id holding whitespace (a parametrised `test_x[a b]`) gets its jest-json parser, which
