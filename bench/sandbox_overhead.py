@@ -6,7 +6,7 @@ work dir, `reset()` as between candidates, then pytest on 30 tests; median of M)
 subprocess, all from this one run. The docker rows need an engine and the base image
 (`featdel sandbox build --base-only`); they are skipped with a note otherwise.
 
-Run: .venv/bin/python bench/sandbox_overhead.py [--n 30] [--m 5] [--image featdel-base:bookworm-git]
+Run: .venv/bin/python bench/sandbox_overhead.py [--n 30] [--m 5] [--image featdel-base:bookworm-2]
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=30, help="commands per median")
     ap.add_argument("--m", type=int, default=5, help="validations per median")
-    ap.add_argument("--image", default="featdel-base:bookworm-git", help="docker image to run in")
+    ap.add_argument("--image", default="featdel-base:bookworm-2", help="docker image to run in")
     args = ap.parse_args()
 
     venv = Path(sys.prefix)

@@ -223,6 +223,64 @@ def _runner_patch(run_dir: Path, row: dict, tmp_path: Path) -> str:
     return trees.diff_trees(start, changed)
 
 
+# Code run at import from a block compiled under a made-up file name: it finds featdel's plugin
+# through gc and swaps the closure cell its hooks share for `emit`, so the signed stream says
+# every test passed (the second red team's attack on the exported eval script).
+_EMIT_SWAP = """
+exec(compile(r'''
+import gc as _gc, os as _os
+def _swap():
+    for fn in _gc.get_objects():
+        code = getattr(fn, "__code__", None)
+        if code is None or not code.co_filename.endswith("featdel_report.py") or "emit" not in code.co_freevars:
+            continue
+        cell = fn.__closure__[code.co_freevars.index("emit")]
+        real = cell.cell_contents
+        def fake(rec, real=real):
+            if rec.get("kind") == "trip":
+                return
+            if rec.get("kind") == "test":
+                rec = dict(rec, outcome="passed")
+            if rec.get("kind") == "end":
+                real(dict(rec, exitstatus=0))
+                _os._exit(0)
+            real(rec)
+        cell.cell_contents = fake
+        return
+_swap()
+''', "featdel-helper", "exec"), {})
+"""
+
+
+def _edited(run_dir: Path, row: dict, tmp_path: Path, tag: str, code: str, *, how: str = "append") -> str:
+    """A patch that adds `code` to the module the gold patch edits: appended (`append`), behind a
+    first line of \\x1c characters, which str.splitlines counts as line breaks and Python does not
+    (`skew`), or with the module turned into a symlink to a .txt file holding it (`symlink`)."""
+    start = materialize_to(run_dir, row["instance_id"], tmp_path / f"{tag}-a-{row['instance_id']}")
+    changed = trees.copy_tree(start, tmp_path / f"{tag}-b-{row['instance_id']}")
+    [module] = {line[6:] for line in row["patch"].splitlines() if line.startswith("+++ b/")}
+    text = (changed / module).read_text() + code
+    if how == "skew":
+        text = "#" + "\x1c" * 40 + "\n" + text
+    if how == "symlink":
+        (changed / module).unlink()
+        (changed / module).with_suffix(".txt").write_text(text)
+        (changed / module).symlink_to((changed / module).with_suffix(".txt").name)
+    else:
+        (changed / module).write_text(text)
+    return trees.diff_trees(start, changed)
+
+
+def _gitconfig_patch(row: dict) -> str:
+    """A patch `git apply` refuses (it writes .git/config, naming a diff driver that runs a script
+    as root when the harness runs `git diff`), which the harness hands to `patch` next."""
+    body = ["[diff]", "\texternal = /bin/sh /testbed/x.sh"]
+    return ("diff --git a/.git/config b/.git/config\n--- a/.git/config\n+++ b/.git/config\n"
+            "@@ -0,0 +1,2 @@\n" + "".join(f"+{ln}\n" for ln in body)
+            + "diff --git a/x.sh b/x.sh\nnew file mode 100755\n--- /dev/null\n+++ b/x.sh\n@@ -0,0 +1 @@\n"
+            "+touch /opt/featdel/venv/pwned\n")
+
+
 def _shadow_patch(row: dict) -> str:
     """Modules in the tree's root named like the standard library's that the eval script's own
     Python (root) would import from the working directory: each prints a PASSED line per test."""
@@ -255,7 +313,9 @@ def test_swebench_harness_resolves_gold_only_and_agrees_with_featdel_evaluate(ex
     """SWE-bench's own harness on the rows: it resolves gold on every task, and none of: a patch
     that fixes nothing, one whose code prints the harness's markers and PASSED lines (to every
     stream it can reach), one that stubs out pytest's runner, one that adds modules named like the
-    standard library's; featdel evaluate gives the same verdicts."""
+    standard library's, one whose code (compiled under a made-up name, behind a line-number skew,
+    or in a file the module is a symlink to) rewires featdel's plugin, one that writes .git/config;
+    featdel evaluate gives the same verdicts."""
     from featdel.grading.evaluate import evaluate
     from tests.swebench_run import predictions, run_harness, test_output
 
@@ -265,12 +325,17 @@ def test_swebench_harness_resolves_gold_only_and_agrees_with_featdel_evaluate(ex
     every = {r["instance_id"] for r in rows}
     models = {"gold": lambda r: r["patch"], "wrong": _wrong_patch,
               "forge": lambda r: _forging_patch(run_dir, r, tmp_path),
-              "runner": lambda r: _runner_patch(run_dir, r, tmp_path), "shadow": _shadow_patch}
+              "runner": lambda r: _runner_patch(run_dir, r, tmp_path), "shadow": _shadow_patch,
+              "emit": lambda r: _edited(run_dir, r, tmp_path, "emit", _EMIT_SWAP),
+              "skew": lambda r: _edited(run_dir, r, tmp_path, "skew", _EMIT_SWAP, how="skew"),
+              "symlink": lambda r: _edited(run_dir, r, tmp_path, "symlink", _EMIT_SWAP, how="symlink"),
+              "gitconfig": _gitconfig_patch}
     for model, patch_of in models.items():
         preds = predictions(rows, model, patch_of)
         report = run_harness(data, preds, tmp_path / "harness", f"t-{model}")
         resolved = set(report["resolved_ids"])
-        assert not report["error_ids"], (model, report)
+        # git refuses the gitconfig patch and the image has no `patch`: the harness cannot apply it
+        assert set(report["error_ids"]) == (every if model == "gitconfig" else set()), (model, report)
         assert resolved == (every if model == "gold" else set()), (model, report)
         (tmp_path / f"{model}.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
         ours = evaluate(run_dir, tmp_path / f"{model}.jsonl", tmp_path / f"{model}.results.jsonl", local_backend)

@@ -73,7 +73,7 @@ def exec_(
     Examples:
       featdel sandbox exec -- python3 -c 'print(1)'
       featdel sandbox exec --workdir ./scratch --timeout 60 --memory 1G -- pytest -q
-      featdel sandbox exec --sandbox docker --image featdel-base:bookworm-git -- id
+      featdel sandbox exec --sandbox docker --image featdel-base:bookworm-2 -- id
       featdel sandbox exec --workdir ./start --mount-at ~/.cache/featdel/envs/K/src -- ~/.cache/featdel/envs/K/venv/bin/python -m pytest
     """
     import tempfile

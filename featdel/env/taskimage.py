@@ -1,7 +1,7 @@
 """A task's start-state image: its env's image with the start state committed at /testbed.
 
 SWE-bench's harness runs a prediction in an image whose /testbed already holds the tree a learner
-starts from, as a git repository (it applies the prediction with `git apply`, then `patch`);
+starts from, as a git repository (it applies the prediction with `git apply`);
 Harbor and swebench's task repos build such an image from a Dockerfile. All three use
 `dockerfile` here, over a build context holding `repo/` (the start state, no `.git`): the
 repository is made inside the image, so an export's bytes never hold git's timestamps.

@@ -8,7 +8,8 @@ featdel's own: `deletion_patch`, `env_id`, `env_image`, `strategy`.
 
 `image` is the task's start-state image (`featdel env build RUN --sandbox docker --tasks`):
 the env's venv at /opt/featdel/venv and the start state at /testbed as a one-commit git
-repository, where the harness applies a prediction (`git apply`, then `patch`).
+repository, where the harness applies a prediction with `git apply`. The image has no `patch`,
+the harness's last fallback, which writes what `git apply` refuses (`.git/config`).
 
 The eval script runs in that image, as root, after the model patch (docs/interop.md). Root's
 Python runs only isolated (`-I`) outside the tree. It (1) restores the task's tests and test
@@ -145,7 +146,7 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
         root = str(PurePosixPath(TESTBED, config).parent)
         args += ["-c", f"{TESTBED}/{config}", f"--rootdir={root}", f"--confcutdir={root}"]
     args += ["--", *f2p, *p2p] if by_ids else []
-    run = {"testbed": str(TESTBED), "uid": TEST_UID, "timeout": int(task.timeout_s or 600), "args": args,
+    run = {"testbed": str(TESTBED), "gitdir": f"{TESTBED}/.git", "uid": TEST_UID, "timeout": int(task.timeout_s or 600), "args": args,
            "config": f"{TESTBED}/{config}" if config else None, "python": f"{VENV}/bin/python",
            "environ": {"PATH": f"{VENV}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(VENV),
                        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"},

@@ -26,12 +26,13 @@ from pathlib import Path
 from featdel.core.errors import SandboxError
 from featdel.sandboxes.base import SANDBOX_GID, SANDBOX_UID
 
-BASE_IMAGE = "featdel-base:bookworm-git"  # the name changes with _PACKAGES
+BASE_IMAGE = "featdel-base:bookworm-2"  # the name changes with _PACKAGES
 REGISTRY_BASE = "python:3.11-slim"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
-# git and patch: SWE-bench's harness applies a prediction with `git apply`, then `patch`; it
-# stops a test run that overruns with `kill` (procps).
-_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates,git,patch,procps"
+# git: SWE-bench's harness applies a prediction with `git apply` (and stops a run that overruns
+# with procps' `kill`). Not `patch`, its last fallback: `patch` writes what `git apply` refuses,
+# such as `.git/config`, and the harness then runs git as root in that repository.
+_PACKAGES = "python3,python3-venv,python3-pip,ca-certificates,git,procps"
 _TRIM = ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
          "usr/share/locale", "usr/share/info", "var/log")
 
@@ -138,7 +139,7 @@ def _from_registry(tag: str) -> str:
     user, group = _passwd_lines()
     dockerfile = (f"FROM {REGISTRY_BASE}\nRUN echo '{user.strip()}' >>/etc/passwd && "
                   f"echo '{group.strip()}' >>/etc/group && chmod 755 /root && apt-get update && "
-                  "apt-get install -y --no-install-recommends git patch procps && rm -rf /var/lib/apt/lists\n")
+                  "apt-get install -y --no-install-recommends git procps && rm -rf /var/lib/apt/lists\n")
     c.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
     return tag
 

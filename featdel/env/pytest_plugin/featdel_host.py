@@ -8,7 +8,8 @@ stdout, in the form of the row's SWE-bench log parser; the reason on stderr; exi
 task is resolved, 1 when not.
 
 What it does, as `featdel evaluate` does on its own host: it finds the lines the patch added
-(each changed `.py` file against the start state's blob in /testbed/.git, checked by its id), opens
+(each changed `.py` file against the start state's blob, read by its id from the start state's
+git directory outside the tree; a compiled module in the tree leaves the task unresolved), opens
 featdel's signed channel (a FIFO in a folder the tests can enter but not list) and runs the tests
 through the launcher, as the unprivileged uid when run as root, so the tripwire reports what added
 lines do to the test process. Only the channel counts: a record not signed with the run's key, a
@@ -34,11 +35,11 @@ def blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def read_blob(testbed: str, sha: str):
-    """A loose object's content from the tree's .git, or None; its id is checked, so nothing in
-    the tree can pass off other bytes as the start state's."""
+def read_blob(gitdir: str, sha: str):
+    """A loose object's content from the start state's git directory (outside the tree), or None;
+    its id is checked, so nothing can pass off other bytes as the start state's."""
     try:
-        with open(os.path.join(testbed, ".git", "objects", sha[:2], sha[2:]), "rb") as fh:
+        with open(os.path.join(gitdir, "objects", sha[:2], sha[2:]), "rb") as fh:
             raw = zlib.decompress(fh.read())
     except (OSError, zlib.error):
         return None
@@ -47,37 +48,57 @@ def read_blob(testbed: str, sha: str):
     return raw[raw.index(b"\0") + 1:]
 
 
-def added_lines(testbed: str, start: dict) -> dict:
-    """{relative path: [line numbers]} for the lines of `.py` files that differ from the start state
-    (`start`: relative path -> blob id). A file the start state lacks, or whose blob is gone, counts
-    whole."""
-    out = {}
-    for dirpath, dirs, files in os.walk(testbed):
+COMPILED = (".pyc", ".pyo", ".so", ".pyd")  # code the tripwire cannot attribute; the start state has none
+
+
+def source_lines(data: bytes) -> list:
+    """The lines of a source file as Python's tokenizer numbers them (\\n, \\r\\n or \\r end a
+    line; str.splitlines would also split at characters such as \\x1c)."""
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+
+
+def added_lines(testbed: str, gitdir: str, start: dict) -> tuple:
+    """({relative path: [line numbers]} for the lines of `.py` files, symlinks included, that differ
+    from the start state (`start`: relative path -> blob id; a file the start state lacks, or whose
+    blob is gone, counts whole), the compiled files in the tree)."""
+    out, compiled = {}, []
+    # Linked folders are followed (a module can load through one, under the link's path); a link
+    # back to a folder above it is not (a cycle).
+    for dirpath, dirs, files in os.walk(testbed, followlinks=True):
+        above, parent = set(), dirpath
+        while parent.startswith(testbed) and parent != os.path.dirname(parent):
+            parent = os.path.dirname(parent)
+            above.add(os.path.realpath(parent))
+        if os.path.realpath(dirpath) in above:
+            dirs[:] = []
+            continue
         dirs[:] = [d for d in dirs if not (dirpath == testbed and d == ".git")]
         for name in files:
             path = os.path.join(dirpath, name)
-            if not name.endswith(".py") or os.path.islink(path):
-                continue
             rel = os.path.relpath(path, testbed)
+            if name.endswith(COMPILED):
+                compiled.append(rel)
+                continue
+            if not name.endswith(".py"):
+                continue
             try:
                 with open(path, "rb") as fh:
                     data = fh.read()
             except OSError:
                 continue
-            if start.get(rel) == blob_id(data):
+            if start.get(rel) == blob_id(data) and not os.path.islink(path):
                 continue
-            new = data.decode("utf-8", "replace").splitlines()
-            old_bytes = read_blob(testbed, start[rel]) if rel in start else None
-            if old_bytes is None:
+            new = source_lines(data)
+            old_bytes = read_blob(gitdir, start[rel]) if rel in start else None
+            if old_bytes is None or os.path.islink(path):
                 lines = list(range(1, len(new) + 1))
             else:
-                matcher = difflib.SequenceMatcher(None, old_bytes.decode("utf-8", "replace").splitlines(), new,
-                                                  autojunk=False)
+                matcher = difflib.SequenceMatcher(None, source_lines(old_bytes), new, autojunk=False)
                 lines = [j + 1 for tag, _, _, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert")
                          for j in range(j1, j2)]
             if lines:
                 out[rel] = lines
-    return out
+    return out, compiled
 
 
 def verdict(stream, run: dict, code: int) -> tuple[dict, str | None]:
@@ -117,7 +138,12 @@ def main() -> int:
     sealed = os.path.join(work, "sealed")
     os.mkdir(sealed, 0o733)
     os.chmod(sealed, 0o733)  # the tests' uid can open the channel by name, never list the folder
-    added = added_lines(testbed, run["start"])
+    added, compiled = added_lines(testbed, run["gitdir"], run["start"])
+    if compiled:
+        for t in run["fail_to_pass"] + run["pass_to_pass"]:
+            print(f"[FAILED] {t}" if run["verbatim"] else f"FAILED {t} - compiled")
+        print(f"UNRESOLVED: the tree holds compiled code the start state does not: {compiled[0]}", file=sys.stderr)
+        return 1
     if as_user:
         subprocess.run(["chown", "-R", f"{uid}:{uid}", testbed], check=False)
     env = {**run["environ"], "HOME": "/tmp"}

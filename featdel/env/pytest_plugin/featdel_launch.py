@@ -77,6 +77,12 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
     tests, an oracle that copies their expected values does."""
     busy, sent, getframe, watched, attrs = [False], set(), _getframe, WATCHED, WATCHED_ATTRS
     stdlib, relative = sysconfig.get_paths()["stdlib"] + os.sep, _relative
+    isfile, files = os.path.isfile, {}
+
+    def is_file(name: str) -> bool:
+        if name not in files:
+            files[name] = not name.startswith("<") and isfile(name)
+        return files[name]
 
     def hook(event, args):
         if busy[0]:
@@ -97,14 +103,20 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
                 # code or from an added line counts (a standard-library gadget is not followed).
                 name = getattr(args[0], "co_filename", None) if event == "exec" else (
                     args[1] if len(args) > 1 else None)
-                if not isinstance(name, str) or not name.startswith("<") or frame is None:
-                    return
+                if not isinstance(name, str) or is_file(name) or frame is None:
+                    return  # a real file's code: an import
                 if frame.f_code.co_filename.startswith((stdlib, "<frozen importlib")):
                     return  # the standard library or the import system builds it (frozen modules)
             # Skip the standard library (inspect.currentframe, gc wrappers) and code built at run
-            # time (exec under a made-up file name): the first frame of a real file asked.
-            while frame is not None and (frame.f_code.co_filename.startswith(stdlib)
-                                         or frame.f_code.co_filename.startswith("<")):
+            # time (compiled under any name that is not a real file): the first frame of a real
+            # file asked. Opening a test file counts from an added line anywhere on the stack
+            # (an oracle may read the tests through a site-packages helper).
+            reads_tests = event == "open" and tests and _in(args[0], tests)
+            while frame is not None:
+                name = frame.f_code.co_filename
+                if not (name.startswith(stdlib) or not is_file(name)):
+                    if not reads_tests or frame.f_lineno in added.get(name, ()):
+                        break
                 frame = frame.f_back
             if frame is None:
                 return
