@@ -155,9 +155,10 @@ def build_image(row: EnvRow, *, base: str | None = None) -> tuple[str, bool]:
     _locked(row)
     name = image_tag(row.env_id)
     try:
-        if images.image_exists(name):
-            return name, False
-        base = images.build_base_image(base or images.BASE_IMAGE)
+        base = base or images.BASE_IMAGE
+        if images.image_exists(name) and _built_on(name) == base:
+            return name, False  # one built FROM another base (an older featdel's) is built again
+        base = images.build_base_image(base)
     except SandboxError as exc:
         raise EnvBuildError(str(exc)) from None
     _same_minor(row, (3, 11), f"the base image {base}")  # Debian bookworm's python3
@@ -197,12 +198,22 @@ def _run_build_container(base: str, name: str, row: EnvRow, context: bytes, whee
             tail = box.logs(tail=15).decode(errors="replace").strip()
             raise EnvBuildError(f"building {name} failed: {tail[-400:]}")
         repository, _, tag = name.partition(":")
-        labels = json.dumps({"featdel.env_id": row.env_id, "featdel.repo": row.repo})
+        labels = json.dumps({"featdel.env_id": row.env_id, "featdel.repo": row.repo, "featdel.base": base})
         box.commit(repository=repository, tag=tag, changes=[
             f"ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:/usr/local/bin:/usr/bin:/bin LANG=C.UTF-8",
             f"WORKDIR {TESTBED}", 'CMD ["/bin/bash"]', f"LABEL featdel={json.dumps(labels)}"])
     finally:
         box.remove(force=True)
+
+
+def _built_on(name: str) -> str | None:
+    """The base image an env image was built FROM, as its label records it."""
+    from featdel.sandboxes import images
+
+    try:
+        return json.loads(images.client().images.get(name).labels.get("featdel", "{}")).get("featdel.base")
+    except (ValueError, AttributeError):
+        return None
 
 
 def requirements(lock: list[str]) -> list[str]:
