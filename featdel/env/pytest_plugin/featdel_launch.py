@@ -11,8 +11,8 @@ environment (or /proc/self/environ) finds the name of a file that is gone.
 The channel is a FIFO the host holds open for reading: each record (one test's outcome, a
 tripwire, the collected ids) leaves the process as it happens, signed and numbered. Nothing
 written can be taken back, and records written after the last one, or twice, void the stream.
-Where no spec is given but $FEATDEL_REPORT is (the exported eval scripts), the plugin writes one
-JSON report at the end instead.
+The exported eval scripts run the same launcher with a host of their own
+(featdel_host.py beside it), so they read the same channel.
 
 Why a launcher rather than `python -m pytest -p featdel_report`: `-m` puts the working directory
 (the tree under test) first on sys.path, so a `featdel_report.py` or `pytest.py` in the tree
@@ -164,7 +164,6 @@ def env_plugins(blocked: set) -> list:
 
 def main() -> int:
     spec_path = os.environ.pop("FEATDEL_SPEC", "")
-    legacy = os.environ.pop("FEATDEL_REPORT", "")
     spec = {}
     if spec_path:
         with open(spec_path, "rb") as fh:
@@ -190,7 +189,7 @@ def main() -> int:
             said += " " + fh.read().decode("utf-8", "replace")
     plugins = env_plugins(set(re.findall(r"no:([\w.-]+)", said)))
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    plugin = featdel_report.build(emit, legacy=legacy, expect_config=spec.get("config"),
+    plugin = featdel_report.build(emit, expect_config=spec.get("config"),
                                   env_plugins=plugins, changed_files=added,
                                   watch_files=[os.path.join(cwd, rel) for rel in spec.get("watch", [])])
     # From here on the tree is where `python -m pytest` would put it: first on sys.path.

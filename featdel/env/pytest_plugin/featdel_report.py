@@ -19,13 +19,11 @@ This file runs inside the sandbox with the repository's interpreter: standard li
 """
 
 
-def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed_files=(), watch_files=()):
-    """The plugin object for one run (see the module docstring). `legacy`: also write one JSON
-    report to that path at the end (the exported eval scripts read it). `changed_files`: the
+def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_files=()):
+    """The plugin object for one run (see the module docstring). `changed_files`: the
     absolute paths the patch changed (a plugin module among them is tampering). `watch_files`:
     test files whose collected functions must still hold their assertions. Everything the
     hooks use is a local of this call (modules included), so no module attribute reaches it."""
-    import json
     import os
     import sys
     from builtins import (
@@ -252,16 +250,6 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
             return None
         return coverage.Coverage.current()
 
-    def _write_legacy(path: str, exitstatus, state: dict) -> None:
-        payload = json.dumps({"exitstatus": int(exitstatus), "tests": state["tests"], "collected": state["collected"],
-                              "collect_errors": state["errors"]}).encode()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        try:
-            while payload:
-                payload = payload[os.write(fd, payload):]
-        finally:
-            os.close(fd)
-
     from _pytest.python import Function
 
     Skipped, XFailed = pytest.skip.Exception, pytest.xfail.Exception
@@ -459,8 +447,6 @@ def build(emit, *, legacy: str = "", expect_config=None, env_plugins=(), changed
     def pytest_sessionfinish(session, exitstatus):
         check(session.config)
         emit({"kind": "end", "exitstatus": int(exitstatus), "tests": len(state["tests"])})
-        if legacy:
-            _write_legacy(legacy, exitstatus, state)
 
     return _namespace({name: value for name, value in locals().items() if name.startswith("pytest_")})
 
