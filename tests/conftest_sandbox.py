@@ -41,7 +41,7 @@ def docker_base_image() -> str:
     from featdel.sandboxes import images
 
     need(images.engine_reason() is None, f"no Docker engine: {images.engine_reason()}")
-    return images.build_base_image()  # featdel-base:bookworm-git, shared with `featdel sandbox build`
+    return images.build_base_image()  # featdel-base:bookworm-2, shared with `featdel sandbox build`
 
 
 def sandbox_backend(name: str):
