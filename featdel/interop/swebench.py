@@ -70,6 +70,11 @@ for dirpath, dirs, files in os.walk(root):
             os.unlink(os.path.join(dirpath, name))  # the patch added it: the task has no such file
 with tarfile.open(fileobj=io.BytesIO(base64.b64decode(@ARCHIVE@))) as tar:
     for member in tar.getmembers():
+        parts = member.name.split("/")
+        for i in range(1, len(parts)):  # a folder on the way that is a link (or a file) goes first
+            folder = os.path.join(root, *parts[:i])
+            if os.path.islink(folder) or (os.path.lexists(folder) and not os.path.isdir(folder)):
+                os.unlink(folder)
         path = os.path.join(root, member.name)
         if os.path.islink(path) or os.path.isfile(path):
             os.unlink(path)
