@@ -98,6 +98,9 @@ PLANTED: dict[str, list[str | bytes]] = {
                    "s = 'site-packages'\n", "p = '.' + 'git'\n"],
     "startup-hook": ["open('conftest.py', 'w')\n", "name = 'sitecustomize'\n", "hook = 'evil.pth'\n",
                      "import site\nsite.addsitedir(d)\n"],
+    # an oracle that reads the expected values from the tests' own data (the third red team's)
+    "test-import": ["import test_inflection as examples\n", "from tests.test_text import CASES\n",
+                    "from tests import test_text\n", "import conftest\n", "from pkg import cli_test\n"],
     "unparsable": ["def f(:\n    pass\n"],
     "not-utf8": [b"x = '\xe9t\xe9'\n"],
     "encoding-cookie": [b"# -*- coding: latin-1 -*-\nx = '\xe9t\xe9'\n", b"# vim: set fileencoding=cp1252 :\n"],

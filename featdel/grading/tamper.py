@@ -62,6 +62,7 @@ RULES: dict[str, str] = {
     "cache-path": "names caches, history or installed copies (.git, __pycache__, .pyc, site-packages)",
     "startup-hook": "names test or interpreter start-up hooks (conftest, sitecustomize, usercustomize, .pth)",
     "shadow-module": "a new file shadows a standard-library or test-runner module",
+    "test-import": "imports the tests (a test_* or *_test module, conftest, a tests package): an oracle reads their data",
     "unparsable": "a Python file that does not parse",
     "not-utf8": "a Python file that is not valid UTF-8",
     "encoding-cookie": "a Python file that declares an encoding other than UTF-8",
@@ -993,6 +994,10 @@ class _Analysis:
                 self.add(line, "runtime-name" if rule in NAME_RULES else rule, f"builds {_shown(value)} at run time")
 
     def _on_import(self, node: ast.Import | ast.ImportFrom, line: int) -> None:
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
+        if (test := next((n for n in names if is_test_module(n)), None)) is not None:
+            self.add(line, "test-import", f"imports `{test.strip('.')}`")
         if isinstance(node, ast.Import):
             for a in node.names:
                 self._ident(a.name, line)
@@ -1334,6 +1339,12 @@ def analyse(changes: dict[str, tuple[str | bytes | None, str | bytes | None]], g
         if new is not None:
             out += _file(path, old, new, gold, own)
     return out
+
+
+def is_test_module(dotted: str) -> bool:
+    """A module name naming the tests: a test_* or *_test module, conftest, a `tests` package."""
+    return any(part.startswith("test_") or part.endswith("_test") or part in ("conftest", "tests")
+               for part in dotted.split(".") if part)
 
 
 def scan(changes: dict[str, tuple[str | bytes | None, str | bytes | None]], gold_patch: str = "") -> list[str]:

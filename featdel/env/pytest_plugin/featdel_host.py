@@ -101,6 +101,34 @@ def added_lines(testbed: str, gitdir: str, start: dict) -> tuple:
     return out, compiled
 
 
+def imports_tests(testbed: str, added: dict):
+    """An added line that imports the tests (a test_* or *_test module, conftest, a `tests`
+    package: featdel.grading.tamper's `test-import`), as "path:line", or None: an implementation
+    never reads the tests' data, an oracle does."""
+    import ast
+
+    def is_test(dotted: str) -> bool:
+        return any(p.startswith("test_") or p.endswith("_test") or p in ("conftest", "tests")
+                   for p in dotted.split(".") if p)
+
+    for rel, lines in added.items():
+        try:
+            with open(os.path.join(testbed, rel), "rb") as fh:
+                tree = ast.parse(fh.read())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
+            else:
+                continue
+            if node.lineno in lines and any(is_test(n) for n in names):
+                return f"{rel}:{node.lineno}"
+    return None
+
+
 def verdict(stream, run: dict, code: int) -> tuple[dict, str | None]:
     """({test: outcome}, why the task is not resolved, or None)."""
     ids = run["fail_to_pass"] + run["pass_to_pass"]
@@ -139,10 +167,13 @@ def main() -> int:
     os.mkdir(sealed, 0o733)
     os.chmod(sealed, 0o733)  # the tests' uid can open the channel by name, never list the folder
     added, compiled = added_lines(testbed, run["gitdir"], run["start"])
-    if compiled:
+    test_import = imports_tests(testbed, added)
+    refused = (f"the tree holds compiled code the start state does not: {compiled[0]}" if compiled else
+               f"the patch imports the tests at {test_import}" if test_import else None)
+    if refused:
         for t in run["fail_to_pass"] + run["pass_to_pass"]:
-            print(f"[FAILED] {t}" if run["verbatim"] else f"FAILED {t} - compiled")
-        print(f"UNRESOLVED: the tree holds compiled code the start state does not: {compiled[0]}", file=sys.stderr)
+            print(f"[FAILED] {t}" if run["verbatim"] else f"FAILED {t} - refused")
+        print(f"UNRESOLVED: {refused}", file=sys.stderr)
         return 1
     if as_user:
         subprocess.run(["chown", "-R", f"{uid}:{uid}", testbed], check=False)

@@ -41,7 +41,7 @@ WATCHED = frozenset({
     "sys.settrace", "sys.setprofile", "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
     "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.PyObj_FromPtr", "sys.monitoring.register_callback",
     "object.__setattr__", "object.__delattr__", "object.__getattr__", "os.fork", "os.forkpty", "os.kill", "os.killpg",
-    "signal.pthread_kill", "sys._clear_type_cache",
+    "signal.pthread_kill", "sys._clear_type_cache", "os.link", "os.symlink",
 })
 # Attribute events (object.__setattr__/__getattr__) that matter: frames, code and closures.
 WATCHED_ATTRS = frozenset({"__code__", "tb_frame", "f_back", "gi_frame", "cr_frame", "ag_frame", "f_globals",
@@ -134,8 +134,11 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
 
 
 def _in(path, paths: frozenset) -> bool:
+    """`path` is one of `paths`, or has the name of one (an open relative to a `dir_fd` names the
+    file from a folder the audit event does not say)."""
     try:
-        return os.path.abspath(os.fsdecode(path)) in paths
+        name = os.fsdecode(path)
+        return os.path.abspath(name) in paths or os.path.basename(name) in {os.path.basename(p) for p in paths}
     except (TypeError, ValueError):
         return False
 
