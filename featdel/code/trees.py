@@ -106,6 +106,14 @@ def start_state(snapshot: Path, deletion_patch: str, dest: Path) -> Path:
     return dest
 
 
+def start_state_of(snapshot: bytes, deletion_patch: str, dest: Path) -> Path:
+    """`start_state` from a snapshot's bytes (an env row's `snapshot`)."""
+    with tempfile.TemporaryDirectory(prefix="featdel-snapshot-") as tmp:
+        path = Path(tmp) / "snapshot.tar.gz"
+        path.write_bytes(snapshot)
+        return start_state(path, deletion_patch, dest)
+
+
 def diff(snapshot: Path, files: dict[str, str | None]) -> tuple[str, str]:
     """(deletion_patch, patch): original -> start state, and its reverse (the gold fix)."""
     return diff_states(snapshot, {}, files), diff_states(snapshot, files, {})

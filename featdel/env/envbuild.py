@@ -156,7 +156,7 @@ def build_image(row: EnvRow, *, base: str | None = None) -> tuple[str, bool]:
     name = image_tag(row.env_id)
     try:
         base = base or images.BASE_IMAGE
-        if images.image_exists(name) and _built_on(name) == base:
+        if _built_on(name) == base:
             return name, False  # one built FROM another base (an older featdel's) is built again
         base = images.build_base_image(base)
     except SandboxError as exc:
@@ -207,11 +207,11 @@ def _run_build_container(base: str, name: str, row: EnvRow, context: bytes, whee
 
 
 def _built_on(name: str) -> str | None:
-    """The base image an env image was built FROM, as its label records it."""
+    """The base image an env image was built FROM, as its label records it (None: no such image)."""
     from featdel.sandboxes import images
 
     try:
-        return json.loads(images.client().images.get(name).labels.get("featdel", "{}")).get("featdel.base")
+        return json.loads((images.labels(name) or {}).get("featdel", "{}")).get("featdel.base")
     except (ValueError, AttributeError):
         return None
 

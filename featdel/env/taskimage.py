@@ -57,10 +57,7 @@ def dockerfile(env_id: str, *, base: str | None = None) -> str:
 
 def write_start_state(task: TaskRow, env: EnvRow, dest: Path) -> Path:
     """The task's start state at `dest`, without `.git` (the image makes the repository)."""
-    with tempfile.TemporaryDirectory(prefix="featdel-taskimage-") as tmp:
-        snapshot = Path(tmp) / "snapshot.tar.gz"
-        snapshot.write_bytes(env.snapshot)
-        trees.start_state(snapshot, task.deletion_patch, dest)
+    trees.start_state_of(env.snapshot, task.deletion_patch, dest)
     shutil.rmtree(dest / ".git")
     return dest
 
@@ -71,7 +68,7 @@ def build(task: TaskRow, env: EnvRow) -> tuple[str, bool]:
 
     name = task_image_tag(task.instance_id)
     recipe = hashlib.sha256(f"{dockerfile(env.env_id)}\0{task.start_sha256}".encode()).hexdigest()
-    if images.image_exists(name) and images.client().images.get(name).labels.get("featdel.recipe") == recipe:
+    if (images.labels(name) or {}).get("featdel.recipe") == recipe:
         return name, False  # an image made from another Dockerfile or start state is made again
     if not images.image_exists(image_tag(env.env_id)):
         raise EnvBuildError(f"no image {image_tag(env.env_id)}: run `featdel env build RUN --sandbox docker` first")

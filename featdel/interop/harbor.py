@@ -43,7 +43,7 @@ from featdel.core.shards import EnvRow, TaskRow, image_tag
 from featdel.env.envbuild import TESTBED
 from featdel.env.taskimage import dockerfile, write_start_state
 from featdel.interop.exported import Exported, write_atomic
-from featdel.interop.swebench import TEST_UID, eval_script, graded_tree, tasks_and_envs
+from featdel.interop.swebench import TEST_UID, eval_script, tasks_and_envs
 
 _TEST_SH = f"""#!/bin/bash
 # featdel verifier: reward 1 only when every FAIL_TO_PASS and PASS_TO_PASS test passes. Harbor runs
@@ -139,10 +139,10 @@ def instruction(task: TaskRow) -> str:
             "environment installed. Make the change in the library's code; the task's tests decide.\n")
 
 
-def solve_sh(task: TaskRow, env: EnvRow) -> str:
-    """solve.sh for one task: writes the files `git apply patch` gives (checked here on the host)."""
+def solve_sh(task: TaskRow, start: Path) -> str:
+    """solve.sh for one task whose start state is `start`: writes the files `git apply patch` gives
+    (checked here on the host)."""
     with tempfile.TemporaryDirectory(prefix="featdel-harbor-") as tmp:
-        start = graded_tree(task, env, Path(tmp) / "start", with_tests=False)
         gold = trees.copy_tree(start, Path(tmp) / "gold")
         trees.apply_patch(gold, task.patch)
         changed = trees.changed_files(start, gold)
@@ -155,12 +155,12 @@ def solve_sh(task: TaskRow, env: EnvRow) -> str:
 def write_task(task: TaskRow, env: EnvRow, dest: Path, *, org: str, base: str | None) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
-    write_start_state(task, env, dest / "environment" / "repo")
+    start = write_start_state(task, env, dest / "environment" / "repo")
     files = {
         "instruction.md": instruction(task), "task.toml": task_toml(task, org),
         "environment/Dockerfile": dockerfile(task.env_id, base=base), "environment/docker-compose.yaml": _COMPOSE,
         "tests/eval.sh": eval_script(task, env), "tests/test.sh": _TEST_SH,
-        "solution/solve.sh": solve_sh(task, env), "solution/gold.patch": task.patch,
+        "solution/solve.sh": solve_sh(task, start), "solution/gold.patch": task.patch,
     }
     for rel, text in files.items():
         write_atomic(dest / rel, text.encode())

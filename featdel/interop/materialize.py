@@ -7,12 +7,11 @@ a fresh git repository with one commit, and a message saying how to enter its en
 from __future__ import annotations
 
 import shlex
-import tempfile
 from pathlib import Path
 
 import pyarrow.compute as pc
 
-from featdel.code.trees import start_state
+from featdel.code.trees import start_state_of
 from featdel.core.errors import RunDirError
 from featdel.core.shards import read_envs, read_tasks
 
@@ -33,10 +32,7 @@ def materialize(run_dir: Path, instance_id: str, dest: Path) -> str:
     if dest.exists():
         raise RunDirError(f"{dest} exists; give a new directory")
     task, env = load_task(run_dir, instance_id)
-    with tempfile.TemporaryDirectory(prefix="featdel-mat-") as tmp:
-        snapshot = Path(tmp) / "snapshot.tar.gz"
-        snapshot.write_bytes(env["snapshot"])
-        start_state(snapshot, task["deletion_patch"], dest)
+    start_state_of(env["snapshot"], task["deletion_patch"], dest)
     from featdel.env.sources import cache_root
 
     env_root = cache_root() / "envs" / task["env_id"]

@@ -32,6 +32,7 @@ instance id that is not a docker name, a test id spanning lines) is left out and
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import re
 import tempfile
@@ -89,10 +90,7 @@ with tarfile.open(fileobj=io.BytesIO(base64.b64decode(@ARCHIVE@))) as tar:
 def graded_tree(task: TaskRow, env: EnvRow, dest: Path, *, with_tests: bool = True) -> Path:
     """The start state (with `test_patch` applied unless `with_tests` is false): what grading
     tests, before the model's edits. A one-commit git repository, as `featdel materialize` writes."""
-    with tempfile.TemporaryDirectory(prefix="featdel-export-") as tmp:
-        snapshot = Path(tmp) / "snapshot.tar.gz"
-        snapshot.write_bytes(env.snapshot)
-        trees.start_state(snapshot, task.deletion_patch, dest)
+    trees.start_state_of(env.snapshot, task.deletion_patch, dest)
     if with_tests and task.test_patch:
         trees.apply_patch(dest, task.test_patch)
     return dest
@@ -151,7 +149,7 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
         root = str(PurePosixPath(TESTBED, config).parent)
         args += ["-c", f"{TESTBED}/{config}", f"--rootdir={root}", f"--confcutdir={root}"]
     args += ["--", *f2p, *p2p] if by_ids else []
-    run = {"testbed": str(TESTBED), "gitdir": f"{TESTBED}/.git", "uid": TEST_UID, "timeout": int(task.timeout_s or 600), "args": args,
+    run = {"testbed": str(TESTBED), "uid": TEST_UID, "timeout": int(task.timeout_s or 600), "args": args,
            "config": f"{TESTBED}/{config}" if config else None, "python": f"{VENV}/bin/python",
            "environ": {"PATH": f"{VENV}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(VENV),
                        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"},
@@ -201,8 +199,6 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
 
 def _blob_id(data: bytes) -> str:
     """git's id of a file's content (featdel_host reads the start state's blobs by it)."""
-    import hashlib
-
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 

@@ -68,6 +68,16 @@ def image_exists(name: str) -> bool:
         return False
 
 
+def labels(name: str) -> dict[str, str] | None:
+    """The image's labels, or None when there is no such image."""
+    import docker
+
+    try:
+        return client().images.get(name).labels or {}
+    except docker.errors.ImageNotFound:
+        return None
+
+
 def pinned(name: str, registry: str | None = None) -> str | None:
     """`name` as REPOSITORY@sha256:DIGEST, a reference no later push can change: the digest of the
     image in `registry` (HOST:PORT; pushed there now, under the same repository and tag), else the

@@ -166,7 +166,7 @@ def main() -> int:
     sealed = os.path.join(work, "sealed")
     os.mkdir(sealed, 0o733)
     os.chmod(sealed, 0o733)  # the tests' uid can open the channel by name, never list the folder
-    added, compiled = added_lines(testbed, run["gitdir"], run["start"])
+    added, compiled = added_lines(testbed, os.path.join(testbed, ".git"), run["start"])
     test_import = imports_tests(testbed, added)
     refused = (f"the tree holds compiled code the start state does not: {compiled[0]}" if compiled else
                f"the patch imports the tests at {test_import}" if test_import else None)
