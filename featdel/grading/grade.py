@@ -67,6 +67,13 @@ class GradeTask:
     gold_patch: str = ""  # the lines it adds are never tampering
     image: str | None = None  # docker backend
     timeout_s: float = 600.0
+    # The P2P tests this grading runs; None: all of `pass_to_pass`. Only verification's
+    # change-scoped no-op and gold gates set it (a learner is always graded on every P2P test).
+    # Which files are protected still follows the whole lists.
+    run_p2p: tuple[str, ...] | None = None
+
+    def p2p_to_run(self) -> list[str]:
+        return list(self.pass_to_pass if self.run_p2p is None else self.run_p2p)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -183,7 +190,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
         return _without_patch(task, backend, runner, tmp, base, why, {})
     output = {"run": dataclasses.asdict(run), "canaries": [dataclasses.asdict(c) for c in planted]}
     f2p = {t: _outcome(run, t) for t in task.fail_to_pass}
-    p2p = {t: _outcome(run, t) for t in task.pass_to_pass}
+    p2p = {t: _outcome(run, t) for t in task.p2p_to_run()}
     base.update(fail_to_pass=f2p, pass_to_pass=p2p)
     # Code under test can rewrite a test file before pytest collects it: the tests that ran must
     # be the task's, so a protected file that changed during the run voids it.
@@ -244,7 +251,7 @@ def added_lines(texts: dict[str, tuple[bytes | None, bytes | None]], gold_patch:
 def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), added: dict | None = None):
     from featdel.env.testrun import RunOptions, run_suite
 
-    wanted = task.fail_to_pass + task.pass_to_pass
+    wanted = task.fail_to_pass + task.p2p_to_run()
     tests = wanted + list(extra) if len(wanted) <= MAX_IDS_ON_COMMAND_LINE else None
     watch = sorted({t.split("::", 1)[0] for t in task.fail_to_pass if not is_doctest(t)})
     options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None, watch=watch)

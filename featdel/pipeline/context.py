@@ -3,13 +3,19 @@
 In: a run directory and a mined `RepoRecord`. Out: `RepoContext` (its environment, snapshot,
 coverage map and baseline), and the strategies' check (`make_check`): apply an edit to a copy
 of the original tree and run the build check (featdel.env.buildcheck) in the sandbox.
+
+What every candidate of a repository needs and none changes is computed once per repository and
+process, on first use: the original tree (extracted once, read only by the gates) and which test
+modules import which module. The context is shared by the verifying threads, hence the lock.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+import threading
+import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from featdel.code import trees
@@ -37,6 +43,9 @@ class RepoContext:
     passing: list[str]  # stable passing baseline tests
     collected: set[str]
     image: str | None = None  # docker backend: the per-repo image
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _original: Path | None = field(default=None, repr=False)
+    _test_imports: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
@@ -49,9 +58,46 @@ class RepoContext:
                    cmap=CoverageMap.load(rd.coverage(record.name)), baseline=baseline, passing=baseline.passing(),
                    collected=set(baseline.tests), image=record.image_name)
 
+    def original(self) -> Path:
+        """The original tree, extracted on first use and kept while the context lives. Never
+        written: a gate that needs a tree to change takes its own (`trees.start_state`)."""
+        with self._lock:
+            if self._original is None:
+                tmp = Path(tempfile.mkdtemp(prefix="featdel-original-"))
+                weakref.finalize(self, shutil.rmtree, tmp, True)
+                self._original = trees.extract(self.snapshot, tmp / "original")
+            return self._original
+
+    def test_modules_importing(self, paths: set[str]) -> set[str]:
+        """The baseline's test modules with an import statement that loads the module of one of
+        `paths` (or a submodule of it), by file layout (featdel.code.imports)."""
+        from featdel.code.imports import module_name
+
+        original = self.original()
+        with self._lock:
+            if self._test_imports is None:
+                self._test_imports = _test_imports(original, {t.split("::")[0] for t in self.collected})
+        files = {p.relative_to(original).as_posix() for p in original.rglob("*.py")}
+        changed = {m for p in paths if (m := module_name(p, files))}
+        return {test for test, loaded in self._test_imports.items()
+                if any(m == c or m.startswith(c + ".") for m in loaded for c in changed)}
+
     def build_check(self, tree: Path, runner: SuiteRunner, deleted_files: set[str],
                     deleted_names: set[str] = frozenset(), allowed_out: set[str] | None = None):
         return build_check(self.env, self.collected, tree, runner, deleted_files, deleted_names, allowed_out)
+
+
+def _test_imports(original: Path, test_files: set[str]) -> dict[str, tuple[str, ...]]:
+    """test module -> every module its import statements may load."""
+    from featdel.code.imports import imports_of
+    from featdel.code.spans import parse
+
+    files = {p.relative_to(original).as_posix() for p in original.rglob("*.py")}
+    out = {}
+    for rel in sorted(test_files & files):
+        tree = parse((original / rel).read_bytes())
+        out[rel] = tuple(sorted({m for ref in imports_of(tree, rel, files) for m in ref.modules}))
+    return out
 
 
 def removed_names(original: Path, edits: dict[str, str | None]) -> set[str]:

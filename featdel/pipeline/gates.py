@@ -56,6 +56,7 @@ class Work:
     start_sha256: str = ""
     similarity: float = 0.0
     statement: str = ""
+    needles: list[str] = field(default_factory=list)  # the deleted code's distinctive lines
     p2p: list[str] = field(default_factory=list)
 
     @property
@@ -78,11 +79,11 @@ class Work:
             raise Broke(run.broken)
         return run
 
-    def grade_task(self, f2p: list[str], p2p: list[str]) -> GradeTask:
+    def grade_task(self, f2p: list[str], p2p: list[str], run_p2p: tuple[str, ...] | None = None) -> GradeTask:
         ctx = self.ctx
         return GradeTask(instance_id="", env=ctx.env, snapshot=ctx.snapshot, deletion_patch=self.deletion_patch,
                          gold_patch=self.patch, fail_to_pass=f2p, pass_to_pass=p2p, image=ctx.image,
-                         timeout_s=self.timeout())
+                         timeout_s=self.timeout(), run_p2p=run_p2p)
 
 
 def select_tests(ctx: RepoContext, deletion: Deletion, opts, unimportable: set[str] = frozenset()
@@ -111,7 +112,7 @@ def parses(w: Work) -> None:
 
 
 def builds(w: Work) -> None:
-    w.original = trees.extract(w.ctx.snapshot, w.tmp / "original")
+    w.original = w.ctx.original()
     w.names = removed_names(w.original, w.deletion.files)
     failed = w.ctx.build_check(w.fresh("build"), w.runner, w.deleted_files, w.names, w.unimportable)
     if failed:
@@ -130,12 +131,19 @@ def tied_tests(w: Work) -> None:
 
 
 def tests_fail(w: Work) -> None:
-    """F2P: the selected tests that fail (or are missing) in every one of `reruns` runs."""
+    """F2P: the selected tests that fail (or are missing) in every one of `reruns` runs. A test
+    the first run passes is no F2P test whatever the others say, so the later runs take only the
+    first run's failures (the whole selection again with `full_suite`)."""
     selected = w.tied + w.sample
-    runs = [w.run(w.fresh(f"run{i}"), selected) for i in range(w.opts.reruns)]
-    failing = [t for t in selected if all(Outcome(r.outcomes.get(t, Outcome.MISSING)).fails for r in runs)]
+    runs = [w.run(w.fresh("run0"), selected)]
+    again = selected if w.opts.full_suite else [t for t in selected if _fails(runs[0], t)]
+    if again:
+        runs += [w.run(w.fresh(f"run{i}"), again) for i in range(1, w.opts.reruns)]
+    failing = [t for t in selected if all(_fails(r, t) for r in runs)]
     if not failing:
-        flipped = [t for t in w.tied if len({r.outcomes.get(t, Outcome.MISSING) for r in runs}) > 1]
+        rerun = set(again)
+        flipped = [t for t in w.tied if len({r.outcomes.get(t, Outcome.MISSING)
+                                             for r in (runs if t in rerun else runs[:1])}) > 1]
         if flipped:
             raise Rejected("reruns.flaky", f"outcomes changed across {w.opts.reruns} runs, e.g. {flipped[0]}")
         raise Rejected("tests.none_fail", f"none of the {len(w.tied)} tests tied to the deleted code fails")
@@ -146,6 +154,10 @@ def tests_fail(w: Work) -> None:
     if not w.failing:
         raise Rejected("tests.only_doctests", f"only doctests fail ({len(doctests)}, e.g. {doctests[0]}); a "
                                               "learner could pass them by editing the docstring")
+
+
+def _fails(run: SuiteRun, test: str) -> bool:
+    return Outcome(run.outcomes.get(test, Outcome.MISSING)).fails
 
 
 def stubs_fail(w: Work) -> None:
@@ -186,14 +198,23 @@ def not_similar(w: Work) -> None:
 
 def no_leak(w: Work) -> None:
     """No distinctive line of the deleted code in the start state (git objects decompressed),
-    the problem statement, the environment or anything else the sandbox shows."""
+    the environment or anything else the sandbox shows. Runs before any test does: a copy is
+    a copy whatever the tests say. The problem statement, written from F2P, is audited last
+    (`statement_clean`)."""
     start = w.tmp / "audit"
-    w.statement = statement.write(w.deletion, w.original, w.failing)
     given = leaks.declared(w.original, w.deletion.deleted_symbols, w.deletion.keep_docstrings)
-    needles = leaks.needles(w.deletion.removed, w.original, w.deletion.files, given)
-    if not needles:
+    w.needles = leaks.needles(w.deletion.removed, w.original, w.deletion.files, given)
+    if not w.needles:
         raise Rejected("leak.no_needle", "the deleted code has no distinctive line to audit for copies")
-    hit = leaks.audit(needles, [start], {"problem_statement": w.statement}) or _exposed(w, start, needles)
+    hit = leaks.audit(w.needles, [start], {}) or _exposed(w, start, w.needles)
+    if hit:
+        raise Rejected("leak.found", f"deleted code found at {hit}")
+
+
+def statement_clean(w: Work) -> None:
+    """The problem statement (written from the F2P tests) holds no distinctive deleted line."""
+    w.statement = statement.write(w.deletion, w.original, w.failing)
+    hit = leaks.audit(w.needles, [], {"problem_statement": w.statement})
     if hit:
         raise Rejected("leak.found", f"deleted code found at {hit}")
 
@@ -215,10 +236,13 @@ def _exposed(w: Work, start: Path, needles: list[str]) -> str | None:
 def noop_fails(w: Work) -> None:
     """The grader learners are scored by, given the empty patch, fails every F2P test. P2P is the
     whole stable passing baseline but F2P (never a sample): some of it may fail in the start
-    state (tests a stub passes, tests coverage did not tie), and the fix must make those pass."""
+    state (tests a stub passes, tests coverage did not tie), and the fix must make those pass.
+    Whether the empty patch fails is a question about F2P alone: the run takes only F2P (the
+    whole P2P too with `full_suite`)."""
     w.p2p = [t for t in w.ctx.passing if t.split("::")[0] not in w.deleted_files and t not in set(w.failing)
              and t not in w.gone]
-    noop = grade(w.grade_task(w.failing, w.p2p), "", w.runner.backend, runner=w.runner)
+    noop = grade(w.grade_task(w.failing, w.p2p, run_p2p=None if w.opts.full_suite else ()), "",
+                 w.runner.backend, runner=w.runner)
     w.spent.append(noop.seconds)
     if noop.status == GradeStatus.BROKEN:
         raise Broke(noop.reason)
@@ -228,7 +252,11 @@ def noop_fails(w: Work) -> None:
 
 
 def gold_resolves(w: Work) -> None:
-    gold = grade(w.grade_task(w.failing, w.p2p), w.patch, w.runner.backend, runner=w.runner)
+    """The grader, given the gold patch, resolves the task. The gold tree is the original tree,
+    whose every P2P test passed the baseline three times, so the run takes what the change can
+    affect (`affected`); the whole P2P with `full_suite`."""
+    gold = grade(w.grade_task(w.failing, w.p2p, run_p2p=None if w.opts.full_suite else affected(w)), w.patch,
+                 w.runner.backend, runner=w.runner)
     w.spent.append(gold.seconds)
     if gold.status == GradeStatus.BROKEN:
         raise Broke(gold.reason)
@@ -236,4 +264,14 @@ def gold_resolves(w: Work) -> None:
         raise Rejected("gold.unresolved", f"the gold patch is {gold.status}: {gold.reason}")
 
 
-GATES = [parses, builds, tied_tests, tests_fail, stubs_fail, not_similar, no_leak, noop_fails, gold_resolves]
+def affected(w: Work) -> tuple[str, ...]:
+    """The P2P tests a change-scoped gold run takes: those the coverage map ties to the deleted
+    code, those a stub variant passed, those in test modules that import a changed module, and
+    the seeded sample the F2P runs took."""
+    importing = w.ctx.test_modules_importing(set(w.deletion.files))
+    wanted = set(w.tied) | set(w.stubbed) | set(w.sample)
+    return tuple(t for t in w.p2p if t in wanted or t.split("::")[0] in importing)
+
+
+GATES = [parses, builds, tied_tests, not_similar, no_leak, tests_fail, stubs_fail, statement_clean, noop_fails,
+         gold_resolves]
