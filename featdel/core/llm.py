@@ -51,7 +51,8 @@ class ChatClient:
     """Chat completions against one model on one server; `usage` totals every request made."""
 
     def __init__(self, base_url: str, model: str, *, api_key_env: str = "FEATDEL_API_KEY",
-                 timeout_s: float = 120.0, max_retries: int = 3, temperature: float | None = None):
+                 timeout_s: float = 120.0, max_retries: int = 3, temperature: float | None = None,
+                 max_tokens: int | None = None):
         if not base_url.startswith(("http://", "https://")):
             raise LLMError(f"base URL {base_url!r} is not http(s)://...; give the server's URL, e.g. "
                            "http://127.0.0.1:8000/v1")
@@ -59,7 +60,10 @@ class ChatClient:
             raise LLMError("no model name: pass the name the server serves (e.g. --agent-model NAME)")
         if timeout_s <= 0 or max_retries < 0:
             raise LLMError(f"timeout_s must be > 0 and max_retries >= 0 (got {timeout_s}, {max_retries})")
+        if max_tokens is not None and max_tokens < 1:
+            raise LLMError(f"max_tokens must be at least 1 (got {max_tokens})")
         self.base_url, self.model, self.temperature = base_url.rstrip("/"), model, temperature
+        self.max_tokens = max_tokens  # a reply's length cap, sent with every request (None: the server's)
         self.usage = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0}
         try:
             import openai
@@ -76,6 +80,8 @@ class ChatClient:
             kwargs["tools"] = tools
         if self.temperature is not None:
             kwargs["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
         try:
             completion = self._client.chat.completions.create(**kwargs)
         except self._openai.APIError as exc:

@@ -58,6 +58,7 @@ class AgentConfig:
     api_key_env: str = "FEATDEL_API_KEY"
     timeout_s: float = 120.0
     temperature: float | None = None
+    max_tokens: int | None = None  # a reply's length cap (None: the server's)
 
     def __post_init__(self):
         if self.max_turns < 1:
@@ -264,7 +265,7 @@ class AgentStrategy(KindStrategy):
 
         cfg = self.config
         client = ChatClient(cfg.base_url, cfg.model, api_key_env=cfg.api_key_env, timeout_s=cfg.timeout_s,
-                            temperature=cfg.temperature)
+                            temperature=cfg.temperature, max_tokens=cfg.max_tokens)
         with tempfile.TemporaryDirectory(prefix="featdel-agent-") as tmp:
             work = Path(tmp) / "repo"
             shutil.copytree(root, work, symlinks=True, ignore=_IGNORE)

@@ -29,6 +29,7 @@ SYSTEM = (
 )
 MAX_OBS = 300  # characters of each observation shown to the judge
 MAX_ARG = 600  # characters of each call's arguments
+JUDGE_MAX_TOKENS = 400  # a verdict is one short JSON object; a judge that rambles past this is cut off
 
 
 class Verdict(BaseModel):

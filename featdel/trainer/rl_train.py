@@ -47,7 +47,7 @@ class RLTrainOptions:
     teacher: str | None = None  # default: the preset's
     learner: str | None = None  # default: "train:<out folder name>"
     db: Path | None = None  # default: the run's curriculum.duckdb
-    model_path: Path | None = None  # a local Hugging Face checkpoint instead of a preset model
+    model_path: Path | None = None  # a local Hugging Face checkpoint, or a named model, instead of a preset model
     device: str = "cpu"
 
     def resume_key(self) -> dict:
@@ -195,8 +195,11 @@ def _build(opts: RLTrainOptions, p, world: int):
 
     if opts.model_path is not None:
         from featdel.trainer.hf import build_hf
+        from featdel.trainer.pretrained import resolve
 
-        return build_hf(opts.model_path, p, world, device=opts.device, seed=opts.seed)
+        # a named model converts on first use in a single process; ranks under torchrun would race
+        path = resolve(opts.model_path, convert_missing=world == 1, log=print)
+        return build_hf(path, p, world, device=opts.device, seed=opts.seed)
     cfg = TrainConfig(model=p.model, lr=p.lr, adamw_lr=p.adamw_lr, seed=opts.seed, device=opts.device)
     dims = ParallelDims(world_size=world, ep=world) if world > 1 else None
     model, opt = build(cfg, dims)
