@@ -36,8 +36,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sources", nargs="*", default=DEFAULT)
     parser.add_argument("--candidates", type=int, default=4, help="deletions per repository")
-    parser.add_argument("--reruns", type=int, default=2)
+    parser.add_argument("--reruns", type=int, default=3)
     parser.add_argument("--strategies", nargs="+", default=["body", "function", "method", "class", "feature"])
+    parser.add_argument("-j", "--jobs", type=int, default=1, help="candidates verified in parallel")
     parser.add_argument("--workdir", type=Path, help="keep the runs here (default: a temporary dir, removed)")
     args = parser.parse_args()
     backend = get_backend("local")
@@ -54,7 +55,8 @@ def main() -> None:
         shutil.copytree(base, run)
         (run / "verdicts.jsonl").unlink(missing_ok=True)
         opts = VerifyOptions(reruns=args.reruns, full_suite=mode == "full")
-        results[mode] = {v.deletion_id: v for v in verify_all(run, backend, opts) if v.stage != "delete"}
+        results[mode] = {v.deletion_id: v for v in verify_all(run, backend, opts, jobs=args.jobs)
+                         if v.stage != "delete"}
     sel, full = results["selected"], results["full"]
     print(f"\n{'mode':<10}{'candidates':>11}{'verified':>10}{'test s':>10}{'s / task':>10}")
     per_task = {}
@@ -73,11 +75,21 @@ def main() -> None:
     print(f"full-suite / coverage-selected test-seconds per candidate, over all {len(both)}: "
           f"{spent['full'] / max(spent['selected'], 1e-9):.2f}x")
     same_status = sum(sel[i].status == full[i].status for i in both)
+    same_rule = sum(sel[i].rule == full[i].rule for i in both)
     verified = [i for i in both if sel[i].status == full[i].status == VerdictStatus.VERIFIED]
     same_f2p = sum(sel[i].FAIL_TO_PASS == full[i].FAIL_TO_PASS for i in verified)
     p2p_inside = sum(set(sel[i].PASS_TO_PASS) <= set(full[i].PASS_TO_PASS) for i in verified)
-    print(f"same verdict: {same_status}/{len(both)}; identical F2P: {same_f2p}/{len(verified)}; "
-          f"selected P2P within full P2P: {p2p_inside}/{len(verified)}")
+    print(f"same verdict: {same_status}/{len(both)}; same rule: {same_rule}/{len(both)}; identical F2P: "
+          f"{same_f2p}/{len(verified)}; selected P2P within full P2P: {p2p_inside}/{len(verified)}")
+    # Any disagreement is a bug in the change-scoped mode, not a rate: name it and fail.
+    bad = [i for i in both if sel[i].status != full[i].status or sel[i].rule != full[i].rule
+           or (i in verified and (sel[i].FAIL_TO_PASS != full[i].FAIL_TO_PASS
+                                  or not set(sel[i].PASS_TO_PASS) <= set(full[i].PASS_TO_PASS)))]
+    for i in bad:
+        print(f"DISAGREE {i}: selected {sel[i].status}/{sel[i].rule} ({sel[i].reason[:120]}) | "
+              f"full {full[i].status}/{full[i].rule} ({full[i].reason[:120]})")
+    if bad:
+        raise SystemExit(1)
     for i in both:
         if sel[i].status != full[i].status or (i in verified and sel[i].FAIL_TO_PASS != full[i].FAIL_TO_PASS):
             extra = sorted(set(full[i].FAIL_TO_PASS) - set(sel[i].FAIL_TO_PASS))[:3]

@@ -70,6 +70,8 @@ def test_local_rebuild_from_shards_grades_gold_and_not_empty(packaged_tiny, empt
     built = envbuild.build_all(shipped, backend="local")
     assert [b.status for b in built] == ["built"], built
     assert Path(built[0].where).is_relative_to(empty_cache) and not Path(built[0].where).is_symlink()
+    site = next((Path(built[0].where) / "venv").glob("lib/python*/site-packages"))
+    assert not list(site.glob("pip*")) and not list(site.glob("setuptools*")), "the lock names no install tool"
     results = evaluate(shipped, tmp_path / "p.jsonl", tmp_path / "r.jsonl", local_backend)
     assert_gold_only(results)
     assert [b.status for b in envbuild.build_all(shipped, backend="local")] == ["reused"]
@@ -98,10 +100,12 @@ def test_docker_image_from_shards_grades_gold_and_not_empty(packaged_tiny, empty
     assert [(b.status, b.where) for b in built] == [("built", name)], built
     inside = images.client().containers.run(
         name, ["sh", "-c", "ls -A /testbed | wc -l; cat /opt/featdel/venv/pyvenv.cfg; "
+               "ls /opt/featdel/venv/lib/python3*/site-packages | grep -c -e ^pip -e ^setuptools; "
                "grep -rl -e /work -e /root/.cache -e pytest-of /opt/featdel/venv --include=*.pth | wc -l"],
         remove=True, network_mode="none").decode()
     assert inside.splitlines()[0] == "0", inside  # no source in the image
     assert "home = /usr/bin" in inside and inside.splitlines()[-1] == "0", inside  # no host path
+    assert inside.splitlines()[-2] == "0", inside  # no install tool: the lock names none
     backend = get_backend("docker")
     results = evaluate(shipped, gold_and_empty(shipped, tmp_path / "p.jsonl"), tmp_path / "r.jsonl", backend)
     assert_gold_only(results)
@@ -136,7 +140,7 @@ def test_a_row_without_lock_is_refused_in_one_line(packaged_tiny):
             build(replace(row, lock=[], env_id="tinylib-nolock"))
     lock = row.lock
     names = {line.split("==")[0].lower() for line in lock}
-    assert {"pytest", "coverage", "pip"} <= names and "tinylib" not in names
+    assert {"pytest", "coverage"} <= names and "tinylib" not in names and "pip" not in names
     assert envbuild.requirements(lock) == lock
     with pytest.raises(envbuild.EnvBuildError, match="local file"):
         envbuild.requirements(["mything @ local"])

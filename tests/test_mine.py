@@ -94,6 +94,17 @@ def test_baseline_counts_and_flaky_tests(mined):
     assert baseline["tests"]["tests/test_calc.py::test_flaky"]["flaky"] is True
 
 
+def test_mining_records_each_phase_it_enters(mined):
+    """A long mine leaves a record of where it is: progress.jsonl names every phase as it starts."""
+    run_dir, record = mined
+    lines = [json.loads(ln) for ln in (run_dir / "progress.jsonl").read_text().splitlines()]
+    steps = [ln["step"] for ln in lines if ln["item"] == record.source]
+    assert steps[:2] == ["pin", "install"]
+    assert [s for s in steps if s.startswith("baseline")] == ["baseline 1/3 (with coverage)", "baseline 2/3",
+                                                              "baseline 3/3"]
+    assert steps[-2:] == ["coverage map", "done"] and all(ln["stage"] == "mine" and ln["at"] for ln in lines)
+
+
 def test_coverage_map_names_the_tests_of_each_symbol(mined):
     run_dir, record = mined
     cmap = json.loads((run_dir / "repos" / record.name / "coverage.json").read_text())

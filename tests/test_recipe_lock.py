@@ -3,7 +3,8 @@ as `NAME==VERSION` (the repo itself left out) and the exact interpreter version;
 content-addressed from repo, commit, python and lock, so the same env built under two separate
 caches (two machines) gets the same id; `cache_root()/envs/<env_id>` finds the env, as
 `featdel evaluate` looks it up; `Recipe.key()` (the build directory's name) ignores the lock;
-and an env built before locks existed is locked the next time it is used.
+an env built before locks existed is locked the next time it is used; and the install tools
+(pip, setuptools, wheel) leave the venv unless the repository's own files import them.
 """
 
 from __future__ import annotations
@@ -51,8 +52,13 @@ def test_the_lock_lists_every_installed_distribution_but_the_repo(two_builds):
     assert recipe.lock == [] and lock, "detect() asks; the build locks"
     names = [line.split("==")[0].lower() for line in lock]
     assert all("==" in line for line in lock)
-    assert {"pytest", "coverage", "pip", "setuptools"} <= set(names)
+    assert {"pytest", "coverage"} <= set(names)
     assert "locklib" not in names
+    # The install tools left once the install was done (featdel.env.tools): nothing imports them.
+    assert not {"pip", "setuptools", "wheel"} & set(names)
+    site = next(env.venv.glob("lib/python*/site-packages"))
+    assert not [p.name for p in site.iterdir() if p.name.startswith(("pip", "setuptools", "pkg_resources", "wheel",
+                                                                     "_distutils_hack", "distutils-"))]
     assert lock == sorted(lock, key=str.lower)
     assert env.recipe.python == platform.python_version()
     # The lock is in the marker the env is loaded from.
@@ -84,3 +90,16 @@ def test_an_env_built_before_locks_is_locked_when_next_used(two_builds, monkeypa
     relocked = envs.build(pinned, recipe)
     assert relocked.root == env.root and relocked.recipe.lock == env.recipe.lock
     assert envs.load(Path(env.root.parent / env_id)).recipe.lock == env.recipe.lock
+
+
+def test_a_repo_whose_tests_import_pkg_resources_keeps_setuptools(tmp_path, featdel_cache):
+    files = {**LIB, "tests/test_one.py": "import pkg_resources\n" + LIB["tests/test_one.py"]}
+    pinned = resolve(str(make_repo(tmp_path / "keeplib", files)))
+    tree = tmp_path / "src"
+    checkout(pinned, tree)
+    env = envs.build(pinned, detect(tree))
+    names = {line.split("==")[0].lower() for line in env.recipe.lock}
+    assert "setuptools" in names and "pip" not in names
+    from featdel.env import tools
+
+    assert tools.locked(env.recipe.lock) == {"setuptools"}

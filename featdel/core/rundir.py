@@ -11,6 +11,9 @@ flushed, so an interrupted run keeps what it finished):
     verdicts.jsonl              Verdict (strategies' refusals, rejections, broken, verified)
     steering.jsonl              Steering per deletion whose knobs a learner's model chose
     options.json                the options each stage ran with
+    progress.jsonl              one line per phase a repository enters while it is mined (when,
+                                which source, which phase): where a long run is, read back by
+                                `tail` or `featdel status`-like tools, never by a stage
     tasks/*.parquet, envs/*.parquet
 
 Resuming with different options would mix two runs into one: `stage_options` records what a
@@ -103,6 +106,19 @@ class RunDir:
 
     def add_verdict(self, verdict: Verdict) -> None:
         append_jsonl(self.verdicts_jsonl, verdict)
+
+    @property
+    def progress_jsonl(self) -> Path:
+        return self.root / "progress.jsonl"
+
+    def add_progress(self, stage: str, item: str, step: str) -> None:
+        """One line saying `item` entered `step` of `stage` now (UTC)."""
+        from datetime import datetime, timezone
+
+        when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self.progress_jsonl.open("a") as fh:
+            fh.write(json.dumps({"at": when, "stage": stage, "item": item, "step": step}) + "\n")
 
     @property
     def steering_jsonl(self) -> Path:

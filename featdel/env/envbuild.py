@@ -36,6 +36,7 @@ from typing import ClassVar
 from featdel.core.errors import EnvBuildError
 from featdel.core.records import Recipe
 from featdel.core.shards import EnvRow, env_rows, image_tag
+from featdel.env import tools
 
 TESTBED = Path("/testbed")  # the tree under test inside an image (SWE-bench's convention)
 VENV = Path("/opt/featdel/venv")
@@ -139,6 +140,7 @@ def build_local(row: EnvRow) -> tuple[str, bool]:
     pip = [python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels), "--no-deps"]
     _run([*pip, *requirements(row.lock)], cwd=src, log=log, env=env)
     _run([*pip, "-e", "."], cwd=src, log=log, env=env)
+    tools.strip(venv, tools.locked(row.lock), log)  # the lock names the install tools the env kept
     for junk in (*src.glob("*.egg-info"), *src.glob("src/*.egg-info"), src / "build"):
         shutil.rmtree(junk, ignore_errors=True)
     marker = {"recipe": asdict(row.recipe()), "repo": row.repo, "commit": row.base_commit, "built_from": "shards"}
@@ -165,7 +167,8 @@ def build_image(row: EnvRow, *, base: str | None = None) -> tuple[str, bool]:
     with tempfile.TemporaryDirectory(prefix="featdel-envbuild-") as tmp:
         src = _extract(row.snapshot, Path(tmp) / "src")
         wheels = wheelhouse(row, src)
-        context = _context_tar(src, "\n".join(requirements(row.lock)) + "\n")
+        strip = sorted(set(tools.TOOLS) - tools.locked(row.lock), key=lambda t: t == "pip")  # pip last
+        context = _context_tar(src, "\n".join(requirements(row.lock)) + "\n", "".join(f"{t}\n" for t in strip))
     _run_build_container(base, name, row, context, wheels)
     return name, True
 
@@ -176,6 +179,7 @@ python3 -m venv {VENV}
 cd {TESTBED}
 {VENV}/bin/python -m pip install -q --no-deps -r /featdel-build/requirements.txt
 {VENV}/bin/python -m pip install -q --no-deps -e .
+if [ -s /featdel-build/strip.txt ]; then {VENV}/bin/python -m pip uninstall -y -q -r /featdel-build/strip.txt; fi
 find {TESTBED} -mindepth 1 -delete
 rm -rf /featdel-build /root/.cache
 """
@@ -320,15 +324,17 @@ def _extract(snapshot: bytes, dest: Path) -> Path:
     return dest
 
 
-def _context_tar(src: Path, requirements_txt: str) -> bytes:
-    """The tree at TESTBED and the requirements at /featdel-build, as one tar for put_archive."""
+def _context_tar(src: Path, requirements_txt: str, strip_txt: str = "") -> bytes:
+    """The tree at TESTBED, and at /featdel-build the requirements and the install tools to
+    remove afterwards (featdel.env.tools), as one tar for put_archive."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(str(src), arcname=str(TESTBED).lstrip("/"))
-        data = requirements_txt.encode()
-        info = tarfile.TarInfo("featdel-build/requirements.txt")
-        info.size, info.mode = len(data), 0o644
-        tar.addfile(info, io.BytesIO(data))
+        for name, text in (("requirements.txt", requirements_txt), ("strip.txt", strip_txt)):
+            data = text.encode()
+            info = tarfile.TarInfo(f"featdel-build/{name}")
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 

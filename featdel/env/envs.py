@@ -5,6 +5,10 @@ In: a `PinnedSource` and a `Recipe`. Out: an `Env` whose `src/` holds the tree a
 (repo, commit, recipe hash); a `ready.json` marker written last makes a half-built env count as
 missing, so an interrupted build is redone rather than trusted.
 
+The install tools go once the install is done (featdel.env.tools): pip, setuptools and wheel
+leave the venv unless the repository's own code or tests import them, so a test
+run sees no vendored copy of another library that only the installer needed.
+
 Locks: after the install, the venv's distributions (`pip freeze --all`, the repo itself left
 out) and the interpreter's exact version go into `recipe.lock` and `recipe.python`. The
 packaged `env_id` is content-addressed from repo name, commit, python and lock (`env_id()`), so
@@ -95,15 +99,16 @@ def save(env: Env, name: str, commit: str) -> Env:
 
 
 def lock(venv: Path) -> tuple[str, list[str]]:
-    """(exact interpreter version, sorted `NAME==VERSION` of every distribution but the repo)."""
+    """(exact interpreter version, sorted `NAME==VERSION` of every distribution but the repo),
+    read by this interpreter's pip (`--python`): the venv may hold no pip of its own."""
     python = str(venv / "bin" / "python")
     # What the venv holds, not what the caller's PYTHONPATH adds to it.
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE")}
     try:
         version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
                                  capture_output=True, text=True, timeout=60, check=True, env=clean).stdout.strip()
-        frozen = subprocess.run([python, "-m", "pip", "freeze", "--all", "--exclude-editable",
-                                 "--disable-pip-version-check"],
+        frozen = subprocess.run([sys.executable, "-m", "pip", "--python", python, "freeze", "--all",
+                                 "--exclude-editable", "--disable-pip-version-check"],
                                 capture_output=True, text=True, timeout=120, check=True, env=clean).stdout
     except (subprocess.SubprocessError, OSError) as exc:
         raise EnvBuildError(f"could not list the installed distributions of {venv}: {exc}") from None
@@ -151,6 +156,9 @@ def build(source: PinnedSource, recipe: Recipe, *, tree_ready: Path | None = Non
     for argv in recipe.install:
         _run(argv, cwd=env.src, env=variables, log=log, timeout=timeout_s)
     _scrub_build_outputs(env.src)
+    from featdel.env import tools
+
+    tools.strip(env.venv, tools.keep_for(env.src), log)
     return _locked(env, source)
 
 

@@ -69,6 +69,12 @@ def mine(
 
     run_dir = run_dir.resolve()
     rd = RunDir(run_dir)
+    shown = on_step
+
+    def on_step(source: str, step: str) -> None:  # shown, and recorded in progress.jsonl
+        rd.add_progress("mine", source, step)
+        shown(source, step)
+
     done = rd.latest_repos()
     rd.stage_options("mined", {"thresholds": asdict(thresholds), "sandbox": getattr(backend, "name", "")},
                      started=bool(done))
@@ -182,9 +188,9 @@ def _attempt(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, back
     if getattr(backend, "name", "") == "docker":
         on_step(entry.source, "image")
         record = replace(record, image_name=_repo_image(env))
-    on_step(entry.source, "baseline")
     timeout = entry.overrides.timeout_s or thresholds.max_suite_seconds
-    return _baseline(record, env, RunDir(run_dir), backend, thresholds, timeout)
+    return _baseline(record, env, RunDir(run_dir), backend, thresholds, timeout,
+                     lambda step: on_step(entry.source, step))
 
 
 def _repo_image(env) -> str:
@@ -196,7 +202,8 @@ def _repo_image(env) -> str:
     return build_repo_image(env.root, python_prefix=env.python_prefix)
 
 
-def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Thresholds, timeout: float) -> RepoRecord:
+def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Thresholds, timeout: float,
+              on_step=lambda step: None) -> RepoRecord:
     from featdel.code import coverage_map
     from featdel.env.testrun import RunOptions, warm_runner
 
@@ -207,6 +214,7 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
     # One sandbox for the repository's runs, reset between them (featdel.env.testrun.warm_runner).
     with warm_runner(env, backend, image=record.image_name) as runner:
         for i in range(thresholds.baseline_runs):
+            on_step(f"baseline {i + 1}/{thresholds.baseline_runs}" + (" (with coverage)" if i == 0 else ""))
             # The first run measures coverage (per-test contexts); all runs vote on outcomes. A
             # module that cannot be collected does not stop the rest of the suite: the first run
             # records it, and the env's test command leaves it out from then on (`--ignore`), so
@@ -216,7 +224,7 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
                                  extra_args=["--continue-on-collection-errors"])
             run = runner.run_suite(options)
             if run.timed_out:
-                why = f"suite over its time limit ({timeout:.0f}s)"
+                why = f"baseline run {i + 1} over its time limit ({options.timeout_s:.0f}s)"
                 return replace(record, status=RepoStatus.REJECTED, reason=why)
             if run.broken:
                 return replace(record, status=RepoStatus.BROKEN, reason=run.broken)
@@ -241,6 +249,7 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
              tests={t: BaselineTest(outcomes=per_test[t], flaky=t in flaky,
                                     duration=round(runs[-1].durations.get(t, 0.0), 4)) for t in tests},
              collect_errors=runs[0].collect_errors).save(rd.baseline(record.name))
+    on_step("coverage map")
     cmap = coverage_map.build(env.src, env.recipe.package_dirs, data_file, passed)
     cmap.save(rd.coverage(record.name))
     data_file.unlink(missing_ok=True)

@@ -8,20 +8,24 @@ For each deletion, in order (the first rule that fails ends it, and the verdict 
           because it imports a deleted name (ImportError / AttributeError naming it) is allowed,
           and its baseline-passing tests join the selected tests as F2P candidates; any other
           collection error rejects
+  similar the deleted code is not a near copy (identifier-normalised) of code the start keeps
+  leak    the deleted code has a distinctive line, and none is in the start state (git objects
+          decompressed), the environment or what the sandbox shows. Both before any test runs
   tests   K runs of the selected tests (with `--continue-on-collection-errors`, so an allowed
           module does not stop the others): fail-to-pass = passed at baseline, fail, error or
           not collected in every run (a skip is not a failure); F2P >= 1 (`reruns` when outcomes
-          flip). The grader treats an uncollected F2P test as failed too, so noop and gold agree
+          flip). Runs 2..K take only the first run's failures. The grader treats an uncollected
+          F2P test as failed too, so noop and gold agree
   stub    tests that a stub body (`pass`, `return None`, the first argument, an object equal to
           anything: featdel.deletion.equal_stub) makes pass leave F2P; a task left with none is rejected.
           Wiring the deletion cut in other files (a re-export) comes back with the stub, so the
           stub is importable and the gate not vacuous
-  similar the deleted code is not a near copy (identifier-normalised) of code the start keeps
-  leak    the deleted code has a distinctive line, and none is in the start state (git objects
-          decompressed), the environment, what the sandbox shows, or the problem statement
-  noop    the grader, given the empty patch, fails every F2P test; P2P = the whole stable
-          passing baseline but F2P (never a sample), some of which may fail in the start state
-  gold    the grader, given `patch`, resolves the task (every F2P and P2P test passes)
+  statement the problem statement holds no distinctive deleted line
+  noop    the grader, given the empty patch, fails every F2P test (the run takes F2P only);
+          P2P = the whole stable passing baseline but F2P (never a sample), some of which may
+          fail in the start state
+  gold    the grader, given `patch`, resolves the task; the run takes what the change can affect
+          (featdel.pipeline.gates.affected). `full_suite` makes every run take every test
 Each rule is one function of featdel.pipeline.gates, run in order (`GATES`); each rejection
 carries a rule code (`Verdict.rule`, featdel.core.records.RULES) besides its prose reason.
 The verdict keeps what was checked (patches, statement, start-state hash) for `package`.

@@ -1,0 +1,79 @@
+"""The install tools leave an environment once it is installed: a test run sees what the tests need.
+
+In: a built venv and the repository's tree. Out: the venv without pip, setuptools and wheel,
+unless the repository's own code or tests import one of them, which then stays (and so stays
+in the lock). setuptools vendors copies of other libraries (more_itertools,
+packaging, jaraco.*, ordered_set and others) that the leak audit rightly counts as copies of
+those libraries' deleted code; nothing the tests run needs them.
+
+The lock is what the venv holds after this (`featdel.env.envs.lock`), so an environment rebuilt
+from the shards strips the tools the lock does not name (`strip(venv, keep=locked(...))`).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+# distribution -> the top-level modules it installs that other code may import
+TOOLS = {"setuptools": ("setuptools", "pkg_resources", "_distutils_hack"), "wheel": ("wheel",), "pip": ("pip",)}
+_IMPORT = re.compile(rb"^[ \t]*(?:import|from)[ \t]+(" + b"|".join(
+    re.escape(m.encode()) for mods in TOOLS.values() for m in mods) + rb")\b", re.M)
+
+
+INSTALL_SCRIPTS = {"setup.py"}  # they import setuptools to install the repo, never at test time
+
+
+def needed(roots: list[Path]) -> set[str]:
+    """The tools some Python file under `roots` imports (an `import`/`from` line naming one of
+    their modules, at any indentation: a guarded import counts), install scripts left out."""
+    out = set()
+    for root in roots:
+        for path in root.rglob("*.py"):
+            if path.name in INSTALL_SCRIPTS or not path.is_file():
+                continue
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            for m in _IMPORT.finditer(data):
+                module = m.group(1).decode()
+                out |= {tool for tool, mods in TOOLS.items() if module in mods}
+    return out
+
+
+def site_packages(venv: Path) -> list[Path]:
+    return sorted(venv.glob("lib/python*/site-packages"))
+
+
+def keep_for(tree: Path) -> set[str]:
+    """The tools the repository's own files (its code, tests, conftests) import. A dependency's
+    optional use of one (mypyc's `setuptools` build helpers) does not keep it: tests that need
+    it fail at baseline and are left out, as any other test the environment cannot run."""
+    return needed([tree])
+
+
+def strip(venv: Path, keep: set[str], log: Path | None = None) -> list[str]:
+    """Uninstall the tools not in `keep` (pip itself last, by the venv's own pip); return them."""
+    python = str(venv / "bin" / "python")
+    present = {t for t in TOOLS if any(sp.glob(f"{t}-*.dist-info") for sp in site_packages(venv))}
+    gone = sorted(present - keep, key=lambda t: t == "pip")
+    if gone:
+        done = subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", *gone], capture_output=True, text=True,
+                              timeout=300)
+        if log is not None:
+            with log.open("a") as fh:
+                fh.write(f"$ pip uninstall -y {' '.join(gone)}\n{done.stdout}{done.stderr}")
+        if done.returncode != 0:
+            from featdel.core.errors import EnvBuildError
+
+            raise EnvBuildError(f"could not remove the install tools {', '.join(gone)} from {venv}: "
+                                f"{done.stderr.strip()[-200:]}")
+    return gone
+
+
+def locked(lock: list[str]) -> set[str]:
+    """The tools a lock names (an environment built from it keeps exactly those)."""
+    names = {re.split(r"[=<>!~ @\[;]", line, maxsplit=1)[0].strip().lower().replace("_", "-") for line in lock}
+    return {t for t in TOOLS if t in names}
