@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from featdel.agent.hints import HintContext, Rule, hints_for
-from featdel.agent.policy import OBS_CLOSE, OBS_OPEN, Codec, Policy, codec_of
+from featdel.agent.policy import Codec, Policy, codec_of, frame_observation, frame_prompt
 from featdel.agent.protocol import CallError, ToolCall, parse, render, tools_text
 from featdel.agent.trajectory import Hint, Trajectory, Turn
 from featdel.agent.workspace import Observation, Workspace
@@ -140,7 +140,7 @@ def play(env: Env, policy: Policy, config: EpisodeConfig = EpisodeConfig(), *, r
     `seed * 1000003 + t`."""
     started = time.monotonic()
     codec = codec_of(policy)
-    tokens = codec.encode(env.prompt())
+    tokens = codec.encode(frame_prompt(codec, env.prompt()))
     prompt_len = len(tokens)
     mask = [0] * prompt_len
     turns: list[Turn] = []
@@ -159,10 +159,8 @@ def play(env: Env, policy: Policy, config: EpisodeConfig = EpisodeConfig(), *, r
         parsed = parse(text)
         obs = (Observation(text=f"error: {parsed.message}", ok=False) if isinstance(parsed, CallError)
                else env.execute(parsed))
-        # An action cut off before its newline still leaves the observation on a line of its own.
         line_ended = bool(ids) and codec.is_stop(ids[-1])
-        framed = ("" if line_ended else "\n") + OBS_OPEN + obs.text + OBS_CLOSE
-        obs_ids = codec.encode(framed)
+        obs_ids = codec.encode(frame_observation(codec, obs.text, ids))
         turn = Turn(index=index, action_start=action_start, action_ids=ids, logprobs=logprobs, action_text=text,
                     call=None if isinstance(parsed, CallError) else {"name": parsed.name, "args": parsed.args},
                     error=str(parsed.kind) if isinstance(parsed, CallError) else None, observation=obs.text,

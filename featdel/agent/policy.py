@@ -65,6 +65,34 @@ class ByteCodec:
 BYTES = ByteCodec()
 
 
+def frame_prompt(codec: Codec, text: str) -> str:
+    """The episode's first text as the policy reads it: the codec's `frame_prompt` (a chat
+    template's system and user messages and the assistant's header), else the text itself."""
+    frame = getattr(codec, "frame_prompt", None)
+    return frame(text) if frame else text
+
+
+def frame_observation(codec: Codec, text: str, action_ids: Sequence[int]) -> str:
+    """What follows a turn's action: the codec's `frame_observation` (a chat codec closes the
+    assistant's message and sends the result as the next user message), else `<obs>` lines; an
+    action cut off before its stop token still leaves the observation on a line of its own."""
+    frame = getattr(codec, "frame_observation", None)
+    if frame:
+        return frame(text, action_ids)
+    line_ended = bool(action_ids) and codec.is_stop(action_ids[-1])
+    return ("" if line_ended else "\n") + OBS_OPEN + text + OBS_CLOSE
+
+
+def hint_insertion(codec: Codec, tokens: Sequence[int], action_start: int, hints) -> tuple[list[int], int]:
+    """(hint ids, where they go) for the teacher's context of a turn: the codec's `hint_insertion`
+    (a chat codec makes the hints a user message before the assistant's header), else each
+    hint's `<hint>` line just before the action."""
+    place = getattr(codec, "hint_insertion", None)
+    if place:
+        return place(tokens, action_start, [h.text for h in hints])
+    return [i for h in hints for i in h.ids(codec.encode)], action_start
+
+
 def codec_of(policy) -> Codec:
     """A policy's codec (`policy.codec`), bytes when it has none."""
     return getattr(policy, "codec", None) or BYTES

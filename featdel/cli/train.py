@@ -39,9 +39,9 @@ def train(
     ctx: typer.Context,
     run_dir: Annotated[Path | None, typer.Argument(metavar="RUN", show_default=False, help="A run directory with "
                                                    "packaged tasks (`featdel run`).")] = None,
-    preset: Annotated[Preset, typer.Option("--preset", callback=plain, help="debug (CI, seconds), tiny (CPU), "
-                                           "small, medium (GPU): model, rollouts per task, budgets and step "
-                                           "sizes.")] = "debug",
+    preset: Annotated[Preset, typer.Option("--preset", callback=plain, help="debug (CI, seconds), smoke (a "
+                                           "pretrained --model in CI), tiny (CPU), small, medium (GPU): model, "
+                                           "rollouts per task, budgets and step sizes.")] = "debug",
     steps: Annotated[int | None, typer.Option("--steps", min=1, help="Steps to reach (default: the preset's); "
                                               "raise it to continue a finished run.")] = None,
     out: Annotated[Path, typer.Option("--out", help="Checkpoints, metrics.jsonl, trajectories/ (the same "

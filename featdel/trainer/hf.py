@@ -44,14 +44,33 @@ class HFCausalLM(nn.Module):
 
 
 class HFCodec:
-    """A tokenizer as an episode's codec; `vocab` is the tokenizer's size."""
+    """A tokenizer as an episode's codec; `vocab` is the tokenizer's size. With a chat template
+    (`chat`), the episode is a conversation in the model's own format (`ChatFrame`)."""
 
     def __init__(self, tokenizer):
         self.tok = tokenizer
         self.vocab = len(tokenizer)
-        self._stops = frozenset(i for i in range(self.vocab) if "\n" in tokenizer.decode([i]))
+        self.chat = ChatFrame.of(tokenizer) if getattr(tokenizer, "chat_template", None) else None
+        stops = {i for i in range(self.vocab) if "\n" in tokenizer.decode([i])}
+        if self.chat is not None:
+            stops.add(self.chat.end_id)  # the model's end of turn ends a turn too
+        self._stops = frozenset(stops)
         if not self._stops:
             raise ValueError("the tokenizer has no token holding a newline: a turn could never end")
+        if self.chat is not None:  # only a chat codec frames the episode; the others keep <obs> lines
+            self.frame_prompt, self.frame_observation = self.chat.prompt, self._observation
+            self.hint_insertion = self._hint_insertion
+
+    def _observation(self, text: str, action_ids) -> str:
+        return self.chat.observation(text, ended=bool(action_ids) and int(action_ids[-1]) == self.chat.end_id)
+
+    def _hint_insertion(self, tokens, action_start: int, texts: list[str]) -> tuple[list[int], int]:
+        """The hints as one user message before the assistant's header of the turn they target."""
+        header = self.encode(self.chat.header)
+        at = action_start - len(header)
+        if at < 0 or list(tokens[at:action_start]) != header:
+            at = action_start  # not a turn this codec framed: just before the action
+        return self.encode(self.chat.user(HINT_PREFIX + "\n".join(texts))), at
 
     def encode(self, text: str) -> list[int]:
         return list(self.tok.encode(text, add_special_tokens=False))
@@ -61,6 +80,57 @@ class HFCodec:
 
     def is_stop(self, token_id: int) -> bool:
         return token_id in self._stops
+
+
+HINT_PREFIX = "Hint: "
+
+
+class ChatFrame:
+    """A chat template's pieces, read off the template itself by rendering small conversations:
+    the prompt (system and user message, then the assistant's header), a user message, and how an
+    assistant message closes. So any template the tokenizer carries frames the episode."""
+
+    def __init__(self, tokenizer, *, system: str, header: str, user_open: str, user_close: str,
+                 assistant_close: str, end_id: int):
+        self.tok, self.system, self.header = tokenizer, system, header
+        self.user_open, self.user_close, self.assistant_close, self.end_id = user_open, user_close, assistant_close, end_id
+
+    @classmethod
+    def of(cls, tok, system: str | None = None) -> ChatFrame:
+        from featdel.agent.solve import SYSTEM
+
+        system = SYSTEM if system is None else system
+
+        def render(messages, gen=False) -> str:
+            return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
+
+        base = [{"role": "system", "content": system}, {"role": "user", "content": "\x00U"}]
+        asked, plain = render(base, gen=True), render(base)
+        header = asked[len(plain):]
+        user_open, _, user_close = plain[len(render(base[:1])):].partition("\x00U")
+        answered = render([*base, {"role": "assistant", "content": "\x00A"}])
+        assistant_close = answered.partition("\x00A")[2]
+        end_id = next((i for i in tok.encode(assistant_close, add_special_tokens=False)
+                       if i in set(tok.all_special_ids)), tok.eos_token_id)
+        if not header or not user_open or end_id is None:
+            raise ValueError("the chat template frames no assistant turn: cannot frame an episode with it")
+        return cls(tok, system=system, header=header, user_open=user_open, user_close=user_close,
+                   assistant_close=assistant_close, end_id=end_id)
+
+    def prompt(self, text: str) -> str:
+        return self.tok.apply_chat_template([{"role": "system", "content": self.system},
+                                             {"role": "user", "content": text}], tokenize=False,
+                                            add_generation_prompt=True)
+
+    def user(self, text: str) -> str:
+        return self.user_open + text + self.user_close
+
+    def observation(self, text: str, *, ended: bool) -> str:
+        """Close the assistant's message (its end token is there already when `ended`), the
+        result as the next user message, then the assistant's header for the next turn."""
+        end = self.tok.decode([self.end_id])
+        close = self.assistant_close.partition(end)[2] if ended and end in self.assistant_close else self.assistant_close
+        return close + self.user(text) + self.header
 
 
 def load(path: Path, device: str = "cpu"):

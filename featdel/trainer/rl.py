@@ -51,13 +51,15 @@ class Teacher:
     """The distillation teacher: the same architecture, no gradient, one of three weight sets."""
 
     def __init__(self, model, kind: str = "live", *, decay: float = 0.99, params: dict | None = None,
-                 encode=None):
+                 encode=None, codec=None):
         """`model`: a plain model (single process: the trained model itself; under FSDP: the
         rank's unsharded copy). `params`: full weights to start from (default: `model`'s).
-        `encode`: how hint text becomes the model's tokens (default: bytes)."""
+        `codec`: the episode's codec, which frames the hints (a chat codec makes them a user
+        message); `encode` alone: how hint text becomes tokens. Default: bytes."""
         if kind not in TEACHERS:
             raise ValueError(f"teacher={kind!r}: use one of {', '.join(TEACHERS)}")
-        self.kind, self.decay, self.encode = kind, decay, encode
+        self.kind, self.decay, self.codec = kind, decay, codec
+        self.encode = encode or (codec.encode if codec is not None else None)
         self.model = model if kind == "live" else copy.deepcopy(model).requires_grad_(False)
         if params is not None and kind != "live":
             self.model.load_state_dict(params, strict=False)
@@ -67,6 +69,16 @@ class Teacher:
         device = next(self.model.parameters()).device
         with torch.no_grad():
             return self.model(torch.tensor([ids], dtype=torch.long, device=device))[0].float()
+
+    def hinted(self, tokens: list[int], action_start: int, hints) -> tuple[list[int], list[int]]:
+        """The teacher's context for one turn (`insert_hint`'s output): `hints` framed by the codec."""
+        from featdel.agent.policy import hint_insertion
+
+        if self.codec is not None:
+            ids, at = hint_insertion(self.codec, tokens, action_start, hints)
+        else:
+            ids, at = [i for h in hints for i in h.ids(self.encode)], action_start
+        return insert_hint(tokens, at, ids)
 
     def update(self, params: dict) -> None:
         """After an optimizer step, with the trained model's full weights by name: `ema` moves
@@ -140,8 +152,7 @@ def targeted_rows(trajectories, teacher: Teacher):
             turn = turns.get(index)
             if turn is None or not turn.action_ids:
                 continue
-            hint_ids = [i for h in hints for i in h.ids(teacher.encode)]
-            teacher_ids, where = insert_hint(t.tokens, turn.action_start, hint_ids)
+            teacher_ids, where = teacher.hinted(t.tokens, turn.action_start, hints)
             scored = teacher.logits(teacher_ids[:-1])
             positions = range(turn.action_start, turn.action_start + len(turn.action_ids))
             rows += [row] * len(positions)

@@ -37,6 +37,9 @@ class RLPreset:
 PRESETS = {
     "debug": RLPreset(model="debug", steps=2, tasks_per_step=2, k=2, max_turns=2, max_tokens=8192,
                       max_action_tokens=32, save_every=1, test_timeout_s=60.0),
+    # a pretrained model's CI run (--model NAME on CPU): one task, two rollouts, two short turns
+    "smoke": RLPreset(model="debug", steps=2, tasks_per_step=1, k=2, max_turns=2, max_tokens=8192,
+                      max_action_tokens=24, save_every=1, test_timeout_s=60.0),
     "tiny": RLPreset(model="tiny", steps=200, tasks_per_step=2, k=4, max_turns=8, max_tokens=16384,
                      max_action_tokens=256, save_every=20),
     "small": RLPreset(model="small", steps=1000, tasks_per_step=8, k=8, max_turns=30, max_tokens=65536,

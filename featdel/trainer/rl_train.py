@@ -229,7 +229,7 @@ def _sync(model, actor, dims) -> None:
 def _teacher(actor, cfg, codec):
     from featdel.trainer.rl import Teacher
 
-    return Teacher(actor, cfg.teacher, decay=cfg.ema_decay, encode=codec.encode if codec else None)
+    return Teacher(actor, cfg.teacher, decay=cfg.ema_decay, codec=codec)
 
 
 def _draw(opts: RLTrainOptions, db: Path, learner: str, tasks: dict, n: int, step: int) -> list[str]:
