@@ -1,7 +1,7 @@
 """Rollout speed of the pretrained model on CPU: one sequence against a batch.
 
 In: the named model (`featdel model fetch smollm2-135m-instruct`), a prompt (a toy task's first
-turn in the model's chat format, as `featdel train` frames it: about 330 tokens), batch sizes,
+turn in the model's chat format, as `featdel train` frames it: 112 tokens), batch sizes,
 new tokens per row, torch threads. Out: per (threads, batch) the prefill seconds, the decode
 seconds and tokens per second, through the very sampler rollouts use
 (`featdel.trainer.sampling.sample` on `featdel.trainer.hf.HFCausalLM`, KV cache, temperature 1,
