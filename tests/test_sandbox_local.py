@@ -327,9 +327,11 @@ def test_visible_lists_exactly_what_a_command_sees(local, tmp_path):
     roots = visible_roots(spec)
     assert sealed.stat().st_mode & 0o777 == 0o755  # a dry look changes nothing
     site = next(PREFIX.glob("lib/python3*/site-packages"))
+    bundled = sorted(PREFIX.glob("lib/python3*/ensurepip/_bundled"))  # the installer's wheels: covered too
     with local.open(spec) as sb:
         assert sb.visible() == roots
-        listing = sb.run(["sh", "-c", f"ls -A /usr; echo --; ls -A /usr/lib; echo --; ls -A /usr/share; echo --; ls -A {site}"])
+        listing = sb.run(["sh", "-c", f"ls -A /usr; echo --; ls -A /usr/lib; echo --; ls -A /usr/share; echo --; "
+                                      f"ls -A {site} {' '.join(map(str, bundled))}"])
     assert listing.ok, listing.stderr
     seen = [set(part.split()) for part in listing.stdout.split("--\n")]
 
@@ -337,7 +339,7 @@ def test_visible_lists_exactly_what_a_command_sees(local, tmp_path):
         return {r.inside.relative_to(under).parts[0] for r in roots if r.inside.is_relative_to(under) and r.inside != Path(under)}
 
     assert seen[:3] == [expected("/usr"), expected("/usr/lib"), expected("/usr/share")]
-    assert seen[3] == set()  # the prefix's site-packages, covered
+    assert seen[3] <= {f"{d}:" for d in (site, *bundled)}  # both empty: the prefix's site-packages and ensurepip's wheels, covered
     system = [r for r in roots if r.system]
     assert all(not r.writable for r in system)
     for r in system:
@@ -347,7 +349,8 @@ def test_visible_lists_exactly_what_a_command_sees(local, tmp_path):
         assert r.host not in (Path("/usr"), Path("/usr/lib"), Path("/usr/share"))
     spec_roots = [r for r in roots if not r.system]
     assert [(r.host, r.writable, r.hidden) for r in spec_roots] == [
-        (work.resolve(), True, ()), (PREFIX.resolve(), False, (site.resolve(),)), (sealed.resolve(), True, ())]
+        (work.resolve(), True, ()), (PREFIX.resolve(), False, tuple(sorted([site.resolve(), *bundled]))),
+        (sealed.resolve(), True, ())]
 
 
 def test_a_venv_with_system_site_packages_keeps_them(tmp_path):
@@ -359,4 +362,5 @@ def test_a_venv_with_system_site_packages_keeps_them(tmp_path):
                    check=True, timeout=60)
     own = resolve(SandboxSpec(workdir=tmp_path, readonly=(venv, PREFIX)))
     assert [r.hidden for r in spec_roots(own)] == [(), (), ()]
-    assert covered(PREFIX.resolve()) == (next(PREFIX.glob("lib/python3*/site-packages")).resolve(),)
+    assert covered(PREFIX.resolve()) == tuple(sorted(d.resolve() for kind in ("site-packages", "ensurepip/_bundled")
+                                                     for d in PREFIX.glob(f"lib/python3*/{kind}")))

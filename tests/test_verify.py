@@ -321,3 +321,56 @@ def test_resuming_verification_with_other_options_says_so(run, local_backend):
 
     with pytest.raises(RunDirError, match="reruns=2"):
         verify_all(run_dir, local_backend, VerifyOptions(reruns=4))
+
+
+def test_change_scoped_and_whole_suite_verification_agree(run, local_backend, tmp_path, monkeypatch):
+    """The same candidates verified again with every run over the whole suite (`full_suite`)
+    end in the same verdicts, rules, F2P and P2P lists; the change-scoped no-op run takes F2P
+    alone and its gold run part of P2P (without a sample, on this small suite), the whole-suite ones
+    all of it."""
+    import shutil
+
+    from featdel.pipeline import gates
+
+    run_dir, verdicts = run
+    graded: list[tuple[bool, int, int]] = []  # (gold?, P2P tests run, P2P tests of the task)
+    real = gates.grade
+
+    def watched(task, patch, backend, **kw):
+        graded.append((bool(patch), len(task.p2p_to_run()), len(task.pass_to_pass)))
+        return real(task, patch, backend, **kw)
+
+    monkeypatch.setattr(gates, "grade", watched)
+    whole = tmp_path / "whole"
+    shutil.copytree(run_dir, whole, ignore=shutil.ignore_patterns("verdicts.jsonl", "tasks", "envs"))
+    again = {v.deletion_id: v for v in verify_all(whole, local_backend, VerifyOptions(reruns=2, full_suite=True))}
+    assert graded and all(ran == of for _, ran, of in graded)  # whole suite: every P2P test runs
+    checked = [v for v in verdicts if v.stage != "delete"]  # the delete stage's own verdicts stay out
+    assert checked and {v.deletion_id for v in checked} == set(again)
+    for v in checked:
+        w = again[v.deletion_id]
+        assert (w.status, w.rule, w.FAIL_TO_PASS, w.PASS_TO_PASS) == (v.status, v.rule, v.FAIL_TO_PASS,
+                                                                      v.PASS_TO_PASS), v.deletion_id
+    graded.clear()
+    scoped = tmp_path / "scoped"
+    shutil.copytree(run_dir, scoped, ignore=shutil.ignore_patterns("verdicts.jsonl", "tasks", "envs"))
+    verify_all(scoped, local_backend, VerifyOptions(reruns=2, p2p_sample=0))  # no sample: what the change touches
+    noop = [(ran, of) for gold, ran, of in graded if not gold]
+    gold = [(ran, of) for is_gold, ran, of in graded if is_gold]
+    assert noop and all(ran == 0 for ran, _ in noop)
+    assert gold and all(ran <= of for ran, of in gold) and any(ran < of for ran, of in gold)
+
+
+def test_test_modules_importing_a_changed_module(run):
+    from featdel.core.rundir import RunDir
+
+    run_dir, _ = run
+    [record] = RunDir(run_dir).mined()
+    ctx = RepoContext.load(run_dir, record)
+    assert ctx.test_modules_importing({"tinylib/box.py"}) == {"tests/test_box.py"}
+    # `import tinylib.text as t`; test_text.py's `from tinylib import shout` imports the package only
+    assert ctx.test_modules_importing({"tinylib/text.py"}) == {"tests/test_skip.py"}
+    # every import of a submodule runs the package's __init__ too
+    assert ctx.test_modules_importing({"tinylib/__init__.py"}) >= {"tests/test_box.py", "tests/test_text.py",
+                                                                  "tests/test_calc.py", "tests/test_skip.py"}
+    assert ctx.original() == ctx.original() and (ctx.original() / "tinylib" / "box.py").is_file()

@@ -51,7 +51,7 @@ class Work:
     tied: list[str] = field(default_factory=list)  # tests the coverage map ties to the deletion
     sample: list[str] = field(default_factory=list)  # a seeded sample of the others
     gone: set[str] = field(default_factory=set)  # doctests the deletion takes with it
-    failing: list[str] = field(default_factory=list)  # F2P
+    failing: list[str] = field(default_factory=list)  # F2P (candidates until `stays_failing`)
     stubbed: dict[str, str] = field(default_factory=dict)  # tests a stub body passes -> its label
     start_sha256: str = ""
     similarity: float = 0.0
@@ -131,21 +131,12 @@ def tied_tests(w: Work) -> None:
 
 
 def tests_fail(w: Work) -> None:
-    """F2P: the selected tests that fail (or are missing) in every one of `reruns` runs. A test
-    the first run passes is no F2P test whatever the others say, so the later runs take only the
-    first run's failures (the whole selection again with `full_suite`)."""
+    """F2P candidates: the selected tests the first run fails (or misses). A test it passes can
+    never be F2P, so the stub gate and the reruns (`stays_failing`) take only these."""
     selected = w.tied + w.sample
-    runs = [w.run(w.fresh("run0"), selected)]
-    again = selected if w.opts.full_suite else [t for t in selected if _fails(runs[0], t)]
-    if again:
-        runs += [w.run(w.fresh(f"run{i}"), again) for i in range(1, w.opts.reruns)]
-    failing = [t for t in selected if all(_fails(r, t) for r in runs)]
+    first = w.run(w.fresh("run0"), selected)
+    failing = [t for t in selected if _fails(first, t)]
     if not failing:
-        rerun = set(again)
-        flipped = [t for t in w.tied if len({r.outcomes.get(t, Outcome.MISSING)
-                                             for r in (runs if t in rerun else runs[:1])}) > 1]
-        if flipped:
-            raise Rejected("reruns.flaky", f"outcomes changed across {w.opts.reruns} runs, e.g. {flipped[0]}")
         raise Rejected("tests.none_fail", f"none of the {len(w.tied)} tests tied to the deleted code fails")
     # A doctest's expected output sits in a source file the learner may edit (the grader carries
     # edits to it), so rewriting a docstring could pass it: never a reward.
@@ -154,6 +145,16 @@ def tests_fail(w: Work) -> None:
     if not w.failing:
         raise Rejected("tests.only_doctests", f"only doctests fail ({len(doctests)}, e.g. {doctests[0]}); a "
                                               "learner could pass them by editing the docstring")
+
+
+def stays_failing(w: Work) -> None:
+    """F2P: of the candidates no stub passed, those that fail (or are missing) in every one of
+    `reruns` runs, the first included."""
+    runs = [w.run(w.fresh(f"run{i}"), w.failing) for i in range(1, w.opts.reruns)]
+    flipped = [t for t in w.failing if not all(_fails(r, t) for r in runs)]
+    w.failing = [t for t in w.failing if t not in set(flipped)]
+    if not w.failing:
+        raise Rejected("reruns.flaky", f"outcomes changed across {w.opts.reruns} runs, e.g. {flipped[0]}")
 
 
 def _fails(run: SuiteRun, test: str) -> bool:
@@ -273,5 +274,5 @@ def affected(w: Work) -> tuple[str, ...]:
     return tuple(t for t in w.p2p if t in wanted or t.split("::")[0] in importing)
 
 
-GATES = [parses, builds, tied_tests, not_similar, no_leak, tests_fail, stubs_fail, statement_clean, noop_fails,
-         gold_resolves]
+GATES = [parses, builds, tied_tests, not_similar, no_leak, tests_fail, stubs_fail, stays_failing, statement_clean,
+         noop_fails, gold_resolves]

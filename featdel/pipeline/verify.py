@@ -11,15 +11,15 @@ For each deletion, in order (the first rule that fails ends it, and the verdict 
   similar the deleted code is not a near copy (identifier-normalised) of code the start keeps
   leak    the deleted code has a distinctive line, and none is in the start state (git objects
           decompressed), the environment or what the sandbox shows. Both before any test runs
-  tests   K runs of the selected tests (with `--continue-on-collection-errors`, so an allowed
-          module does not stop the others): fail-to-pass = passed at baseline, fail, error or
-          not collected in every run (a skip is not a failure); F2P >= 1 (`reruns` when outcomes
-          flip). Runs 2..K take only the first run's failures. The grader treats an uncollected
-          F2P test as failed too, so noop and gold agree
-  stub    tests that a stub body (`pass`, `return None`, the first argument, an object equal to
-          anything: featdel.deletion.equal_stub) makes pass leave F2P; a task left with none is rejected.
+  tests   a run of the selected tests (with `--continue-on-collection-errors`, so an allowed
+          module does not stop the others): the F2P candidates are those that passed at baseline
+          and fail, error or are not collected (a skip is not a failure)
+  stub    candidates that a stub body (`pass`, `return None`, the first argument, an object equal
+          to anything: featdel.deletion.equal_stub) makes pass leave; none left is rejected.
           Wiring the deletion cut in other files (a re-export) comes back with the stub, so the
           stub is importable and the gate not vacuous
+  reruns  K-1 more runs of what is left: F2P = the candidates that fail in every run; F2P >= 1.
+          The grader treats an uncollected F2P test as failed too, so noop and gold agree
   statement the problem statement holds no distinctive deleted line
   noop    the grader, given the empty patch, fails every F2P test (the run takes F2P only);
           P2P = the whole stable passing baseline but F2P (never a sample), some of which may
@@ -36,8 +36,10 @@ again as a whole (featdel.pipeline.delete.combine_all).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
+import threading
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,15 +68,19 @@ class VerifyOptions:
         return self.timeout_s or max(60.0, 10 * ctx.record.suite_seconds)
 
 
-def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOptions) -> Verdict:
-    """Run every gate on one deletion; the first that fails names the verdict."""
+def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOptions,
+               runner: SuiteRunner | None = None) -> Verdict:
+    """Run every gate on one deletion; the first that fails names the verdict. `runner`: an open
+    runner of `ctx`'s env to reuse (its warm sandbox is reset after every run); default: a new one."""
     from featdel.code import trees
 
     base = dict(deletion_id=deletion.deletion_id, repo=deletion.repo, strategy=deletion.strategy,
                 target=deletion.target)
     spent: list[float] = []
+    own = runner is None
     try:
-        with SuiteRunner(ctx.env, backend, image=ctx.image, warm=opts.warm_sandbox) as runner, \
+        with (SuiteRunner(ctx.env, backend, image=ctx.image, warm=opts.warm_sandbox) if own
+              else contextlib.nullcontext(runner)) as runner, \
                 tempfile.TemporaryDirectory(prefix="featdel-verify-") as tmp:
             w = Work(ctx=ctx, deletion=deletion, runner=runner, opts=opts, tmp=Path(tmp), spent=spent)
             w.deletion_patch, w.patch = trees.diff(ctx.snapshot, deletion.files)
@@ -104,16 +110,56 @@ def unavailable(deletion: Deletion, reason: str) -> Verdict:
 
 
 def verify_in(contexts: dict, run_dir: Path, records: dict[str, RepoRecord], deletion: Deletion, backend,
-              opts: VerifyOptions) -> Verdict:
+              opts: VerifyOptions, runners=None) -> Verdict:
     """`verify_one`, with the deletion's repo context loaded from `run_dir` once into `contexts`
-    (an executor's worker calls this; it writes nothing)."""
+    (an executor's worker calls this; it writes nothing). `runners`: a `Runners` of this thread,
+    whose sandbox for the repository the candidate reuses."""
     if deletion.repo not in contexts:
         try:
             contexts[deletion.repo] = RepoContext.load(run_dir, records[deletion.repo])
         except (Broke, KeyError, OSError) as exc:
             contexts[deletion.repo] = f"repo context unavailable: {exc}"
     ctx = contexts[deletion.repo]
-    return unavailable(deletion, ctx) if isinstance(ctx, str) else verify_one(ctx, deletion, backend, opts)
+    if isinstance(ctx, str):
+        return unavailable(deletion, ctx)
+    runner = runners.get(ctx, backend, opts) if runners is not None else None
+    verdict = verify_one(ctx, deletion, backend, opts, runner)
+    if runner is not None and verdict.status == VerdictStatus.BROKEN:
+        runners.drop(ctx)  # whatever broke stays with this candidate: the next one gets a new sandbox
+    return verdict
+
+
+class Runners:
+    """One open `SuiteRunner` per (thread, repository): the candidates a thread verifies of one
+    repository share its warm sandbox, reset after every run as between one candidate's runs.
+    `close()` closes them all."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+        self._all: list[SuiteRunner] = []
+        self._lock = threading.Lock()
+
+    def get(self, ctx: RepoContext, backend, opts: VerifyOptions) -> SuiteRunner | None:
+        if not opts.warm_sandbox:
+            return None
+        held = self._local.__dict__.setdefault("by_repo", {})
+        if ctx.record.name not in held:
+            runner = SuiteRunner(ctx.env, backend, image=ctx.image, warm=True).__enter__()
+            with self._lock:
+                self._all.append(runner)
+            held[ctx.record.name] = runner
+        return held[ctx.record.name]
+
+    def drop(self, ctx: RepoContext) -> None:
+        runner = self._local.__dict__.get("by_repo", {}).pop(ctx.record.name, None)
+        if runner is not None:
+            runner.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for runner in self._all:
+                runner.close()
+            self._all.clear()
 
 
 def verify_here(deletions: list[Deletion], run_dir: Path, records: dict[str, RepoRecord], *, backend,
@@ -123,12 +169,16 @@ def verify_here(deletions: list[Deletion], run_dir: Path, records: dict[str, Rep
     from featdel.core.parallel import thread_map
 
     contexts: dict = {}
+    runners = Runners()
 
     def work(deletion: Deletion) -> Verdict:
         on_step(deletion.deletion_id, "verifying")
-        return verify_in(contexts, run_dir, records, deletion, backend, opts)
+        return verify_in(contexts, run_dir, records, deletion, backend, opts, runners)
 
-    return thread_map(work, deletions, jobs)
+    try:
+        yield from thread_map(work, deletions, jobs)
+    finally:
+        runners.close()
 
 
 def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *, jobs: int = 1,

@@ -8,7 +8,8 @@ root (bind mounts keep host ownership, and the sandbox must not be root to write
 Why cover site-packages: a `readonly` interpreter prefix (a pyenv install) carries its own
 lib/python3.X/site-packages, hundreds of third-party packages a venv without system
 site-packages never imports, and among them copies of code a task deletes. Both backends lay an
-empty read-only dir over them unless a readonly venv asks for system site-packages.
+empty read-only dir over them unless a readonly venv asks for system site-packages. The wheels
+ensurepip bundles (pip's vendors pyparsing, packaging and more) are covered the same way.
 
 Why chown rather than chmod: a world-writable tree would be writable by every local user too.
 Symlinks are changed themselves (lchown), never followed, so a repository cannot aim the chown
@@ -142,9 +143,11 @@ def is_python_prefix(path: Path) -> bool:
 
 def site_dirs(prefix: Path) -> set[Path]:
     """A prefix's third-party package dirs, resolved: lib*/python3.X/site-packages and
-    dist-packages, and Debian's lib/python3/dist-packages."""
-    return {d.resolve() for kind in ("site-packages", "dist-packages")
-            for d in Path(prefix).glob(f"lib*/python3*/{kind}") if d.is_dir()}
+    dist-packages, Debian's lib/python3/dist-packages, and the wheels ensurepip installs from
+    (lib*/python3.X/ensurepip/_bundled: pip and setuptools, which vendor other libraries;
+    nothing a test run imports)."""
+    kinds = ("site-packages", "dist-packages", "ensurepip/_bundled")
+    return {d.resolve() for kind in kinds for d in Path(prefix).glob(f"lib*/python3*/{kind}") if d.is_dir()}
 
 
 def venv_keeps(cfg_text: str) -> Path | None:

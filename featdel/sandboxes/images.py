@@ -99,7 +99,8 @@ def pinned(name: str, registry: str | None = None) -> str | None:
 # Third-party package dirs a Debian or python:*-slim image may carry: the distribution's
 # dist-packages, pip's site-packages under /usr/local, and the wheels ensurepip installs from.
 _THIRD_PARTY = ("/usr/lib/python3*/*-packages /usr/local/lib/python3*/*-packages "
-                "/usr/share/python-wheels")
+                "/usr/share/python-wheels /usr/lib/python3*/ensurepip/_bundled "
+                "/usr/local/lib/python3*/ensurepip/_bundled")
 # Lists those that exist, then the image venv's pyvenv.cfg (if any) after a separator line.
 _PROBE = (f'for d in {_THIRD_PARTY}; do [ -d "$d" ] && echo "$d"; done; echo ---; '
           'cat "$VIRTUAL_ENV/pyvenv.cfg" 2>/dev/null; exit 0')
@@ -206,13 +207,14 @@ def _add_tree(tar: tarfile.TarFile, path: Path, skip: tuple[str, ...] = ()) -> N
 
 
 def _prefix_skips(prefix: Path, venv: Path) -> tuple[str, ...]:
-    """The interpreter's own site-packages (unless the venv uses it) and its test suite: the
-    bulk of a pyenv prefix, and nothing a venv without system site-packages imports."""
+    """The interpreter's own site-packages (unless the venv uses it), its test suite and the
+    wheels ensurepip bundles: the bulk of a pyenv prefix, and nothing a venv without system
+    site-packages imports."""
     cfg = (venv / "pyvenv.cfg").read_text() if (venv / "pyvenv.cfg").exists() else ""
     uses_system = "include-system-site-packages = true" in cfg
     skips = []
     for lib in prefix.glob("lib/python3*"):
-        skips.append(str(lib / "test"))
+        skips += [str(lib / "test"), str(lib / "ensurepip" / "_bundled")]  # the installer's wheels too
         if not uses_system:
             skips.append(str(lib / "site-packages"))
     return tuple(skips)
