@@ -52,6 +52,7 @@ def main() -> None:
     results: dict[str, dict[str, Verdict]] = {}
     for mode in ("selected", "full"):
         run = root / mode
+        shutil.rmtree(run, ignore_errors=True)
         shutil.copytree(base, run)
         (run / "verdicts.jsonl").unlink(missing_ok=True)
         opts = VerifyOptions(reruns=args.reruns, full_suite=mode == "full")
