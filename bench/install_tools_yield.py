@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 DEFAULT = ["pypi:ordered-set==4.1.0", "pypi:more-itertools==10.5.0", "pypi:pyparsing==3.1.4",
-           "pypi:packaging==24.2"]
+           "pypi:packaging==24.1"]
 STRATEGIES = ["body", "function", "method", "class", "feature"]
 
 

@@ -25,7 +25,8 @@ DOCLIB = {
         'def triple(x):\n    """Three times x.\n\n    >>> triple(2)\n    6\n    """\n    return x * 3\n\n\n'
         'def halve(x):\n    """Half of x; only its doctest checks it.\n\n    >>> halve(4)\n    2.0\n    """\n'
         '    return x / 2\n\n\n'
-        'def half(x):\n    y = x * 0.5\n    return y\n\n\n'
+        # distinctive lines: the leak audit (before any test runs) needs one to search for
+        'def half(x):\n    scaled_by_one_half = x * 0.5\n    return scaled_by_one_half\n\n\n'
         'def quarter(x):\n    """A quarter of x.\n\n    >>> quarter(8)\n    2.0\n    """\n    return half(half(x))\n'
     ),
     "tests/test_calc.py": (

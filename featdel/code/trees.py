@@ -115,8 +115,13 @@ def start_state_of(snapshot: bytes, deletion_patch: str, dest: Path) -> Path:
 
 
 def diff(snapshot: Path, files: dict[str, str | None]) -> tuple[str, str]:
-    """(deletion_patch, patch): original -> start state, and its reverse (the gold fix)."""
-    return diff_states(snapshot, {}, files), diff_states(snapshot, files, {})
+    """(deletion_patch, patch): original -> start state, and its reverse (the gold fix), from
+    one extraction of each side."""
+    with tempfile.TemporaryDirectory(prefix="featdel-diff-") as tmp:
+        original = extract(snapshot, Path(tmp) / "a")
+        edited = extract(snapshot, Path(tmp) / "b")
+        apply_edits(edited, files)
+        return diff_trees(original, edited), diff_trees(edited, original)
 
 
 def diff_states(snapshot: Path, a: dict[str, str | None], b: dict[str, str | None]) -> str:
