@@ -94,7 +94,10 @@ class Work:
 def select_tests(ctx: RepoContext, deletion: Deletion, opts, unimportable: set[str] = frozenset()
                  ) -> tuple[list[str], list[str]]:
     """(tests the coverage map ties to the deleted symbols, or that sit in a test module that
-    imports a deleted name, and a seeded sample of the others)."""
+    imports a deleted name, and the others the F2P runs take): a seeded sample of the others
+    when every changed line lies inside a function (`seen_by`, whose tests join the first
+    list), else all of them, as with `full_suite`: a change at module or class level runs in
+    every importer, which per-test coverage cannot tell."""
     deleted_files = {p for p, text in deletion.files.items() if text is None}
     refs = set(deletion.deleted_symbols)
     tied = {t for t in ctx.passing if t.split("::")[0] in unimportable}
@@ -102,12 +105,90 @@ def select_tests(ctx: RepoContext, deletion: Deletion, opts, unimportable: set[s
         if f"{s.path}::{s.qualname}" in refs or s.path in deleted_files:
             tied.update(s.tests)
     usable = [t for t in ctx.passing if t.split("::")[0] not in deleted_files]
-    tied = sorted(tied & set(usable))
+    seen = None if opts.full_suite else seen_by(ctx, deletion)
+    tied = sorted((tied | (seen or set())) & set(usable))
     others = [t for t in usable if t not in set(tied)]
-    if opts.full_suite:
+    if seen is None:
         return tied, others
     rng = random.Random(opts.seed ^ zlib.crc32(deletion.deletion_id.encode()))
     return tied, sorted(rng.sample(others, min(opts.p2p_sample, len(others))))
+
+
+def seen_by(ctx: RepoContext, deletion: Deletion) -> set[str] | None:
+    """The tests that can see the change, when every changed line of the original (blank and
+    comment lines aside) and every insertion point lies inside a function or method, its header
+    included: the tests the coverage map ties to the innermost such function of each line, and,
+    for a function whose `def` goes, the tests that name it (`naming`). None when a change lies
+    anywhere else (module or class level, which every importer runs), a file goes or comes, or
+    a file is not Python: then the F2P runs take every test."""
+    import difflib
+
+    from featdel.code.spans import symbols
+
+    original = ctx.original()
+    tests_of = {(s.path, s.qualname): s.tests for s in ctx.cmap.symbols}
+    out: set[str] = set()
+    gone: set[str] = set()  # names whose `def` the change removes
+    for path, text in deletion.files.items():
+        source = original / path
+        if text is None or not path.endswith(".py") or not source.is_file():
+            return None
+        old = source.read_bytes()
+        funcs = [s for s in symbols(old, path) if s.kind != "class"]
+        old_lines, new_lines = old.decode("utf-8", "replace").splitlines(), text.splitlines()
+
+        def inner(first: int, last: int):
+            around = [f for f in funcs if f.start_line <= first and last <= f.end_line]
+            return max(around, key=lambda f: f.start_line) if around else None
+
+        for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False).get_opcodes():
+            if tag == "equal":
+                continue
+            changed = [n for n in range(i1 + 1, i2 + 1) if old_lines[n - 1].strip()[:1] not in ("", "#")]
+            spans = [(n, n) for n in changed] or [(i1, i1 + 1)]  # none: an insertion between i1 and i1+1
+            for first, last in spans:
+                func = inner(first, last)
+                if func is None:
+                    return None
+                out.update(tests_of.get((path, func.qualname), ()))
+                if first == func.def_line:
+                    gone.add(func.name)
+    return out | naming(ctx, gone) if gone else out
+
+
+def naming(ctx: RepoContext, names: set[str]) -> set[str]:
+    """Baseline tests whose own function names one of `names` (a word of its source), and every
+    test of a module that names one outside its test functions (a helper, a fixture)."""
+    import re
+
+    from featdel.code.spans import symbols
+
+    word = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b")
+    by_file: dict[str, list[str]] = {}
+    for t in ctx.collected:
+        by_file.setdefault(t.split("::")[0], []).append(t)
+    out: set[str] = set()
+    for rel, tests in by_file.items():
+        path = ctx.original() / rel
+        if not rel.endswith(".py") or not path.is_file():
+            continue
+        source = path.read_bytes()
+        lines = source.decode("utf-8", "replace").splitlines()
+        hits = {n for n, line in enumerate(lines, 1) if word.search(line)}
+        if not hits:
+            continue
+        funcs = {s.qualname: s for s in symbols(source, rel) if s.kind != "class"}
+        inside = set()
+        for t in tests:
+            qualname = ".".join(t.split("::")[1:]).split("[")[0]
+            f = funcs.get(qualname)
+            if f is not None and any(f.start_line <= n <= f.end_line for n in hits):
+                out.add(t)
+            if f is not None:
+                inside |= set(range(f.start_line, f.end_line + 1))
+        if hits - inside:
+            out.update(tests)
+    return out
 
 
 def parses(w: Work) -> None:
@@ -155,7 +236,10 @@ def tests_fail(w: Work) -> None:
 def stays_failing(w: Work) -> None:
     """F2P: of the candidates no stub passed, those that fail (or are missing) in every one of
     `reruns` runs, the first included."""
-    runs = [w.run(w.fresh(f"run{i}"), w.failing) for i in range(1, w.opts.reruns)]
+    # With `full_suite` every run takes the whole selection, as whole-suite validation does; the
+    # verdict is the same (only the candidates can be F2P), the cost is that of the old way.
+    again = w.tied + w.sample if w.opts.full_suite else w.failing
+    runs = [w.run(w.fresh(f"run{i}"), again) for i in range(1, w.opts.reruns)]
     flipped = [t for t in w.failing if not all(_fails(r, t) for r in runs)]
     w.failing = [t for t in w.failing if t not in set(flipped)]
     if not w.failing:
