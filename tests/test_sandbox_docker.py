@@ -170,4 +170,7 @@ def test_third_party_python_is_unreadable_in_a_container(tmp_path):
     assert tools.ok and tools.stdout.strip() == "ok", tools.stderr
     assert written.exit_code != 0
     assert [(v.host, v.writable, v.system, v.hidden) for v in visible] == [
-        (tmp_path.resolve(), True, False, ()), (prefix.resolve(), False, False, (site.parent.resolve(),))]
+        (tmp_path.resolve(), True, False, ()),
+        # the prefix's site-packages and the wheels ensurepip bundles (pip, setuptools): both covered
+        (prefix.resolve(), False, False, tuple(sorted([site.parent.resolve(),
+                                                       *(d.resolve() for d in prefix.glob("lib/python3*/ensurepip/_bundled"))])))]
