@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "featdel"
 LAYERS = [
-    "core", "code", "sandboxes", "env", "grading", "agent", "deletion", "monitor", "pipeline", "curriculum",
+    "core", "code", "sandboxes", "env", "lang", "grading", "agent", "deletion", "monitor", "pipeline", "curriculum",
     "interop", "trainer", "cli",
 ]
 # Heavy libraries that only a command that needs them may import, never at module level.

@@ -10,30 +10,11 @@ never see each other's offsets.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from featdel.code.spans import Symbol
 from featdel.deletion.base import NotApplicable
+from featdel.lang.base import Splice, apply  # one splice record for every language's edits
 
 DEFINITIONS = ("decorated_definition", "function_definition", "class_definition")
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Splice:
-    start: int
-    end: int
-    text: bytes
-
-
-def apply(source: bytes, splices: list[Splice]) -> bytes:
-    out, pos = [], 0
-    for s in sorted(splices):
-        if s.start < pos:
-            raise ValueError(f"overlapping splices at byte {s.start}")
-        out += [source[pos : s.start], s.text]
-        pos = s.end
-    out.append(source[pos:])
-    return b"".join(out)
 
 
 class Lines:

@@ -35,14 +35,10 @@ from featdel.code.spans import is_doctest, is_test_path
 from featdel.core.errors import SandboxError
 from featdel.env.envs import Env
 from featdel.grading import canaries, tamper
+# Files whose content always comes from the task (every pytest config name, start-up hooks), and
+# folders describing installed distributions: Python's, kept with its language.
+from featdel.lang.python import PROTECTED_NAMES, PROTECTED_SUFFIXES
 
-# Files whose content always comes from the task, whatever the patch does to them.
-# Every file name pytest reads as configuration (pytest 9 adds pytest.toml and .pytest.toml).
-PROTECTED_NAMES = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "pyproject.toml",
-                             "setup.cfg", "tox.ini", "setup.py", ".coveragerc", "sitecustomize.py", "usercustomize.py",
-                             ".gitattributes"})
-# Folders whose files describe installed distributions (entry points name pytest plugins).
-PROTECTED_SUFFIXES = (".dist-info", ".egg-info", ".egg-link")
 MAX_PATCH_BYTES = 8 << 20
 MAX_IDS_ON_COMMAND_LINE = 3000  # beyond this, run the whole suite and read the tests we need
 

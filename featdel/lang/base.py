@@ -1,0 +1,230 @@
+"""What is language-specific, as one protocol: `Language`, and the small records it hands out.
+
+In: a repository tree, a file's bytes and path, or an environment. Out: which files are code and
+which are tests, symbol spans (`featdel.code.spans.Symbol`, the same record for every language),
+syntax checks, the stub text and stub-gate bodies of a function, the files a patch never
+changes (runner configuration), where a copy of the original could hide, the tamper patterns
+added lines are matched against, and the environment and test-run hooks: build an env, open a
+runner, map coverage. Each language is one package or module under `featdel/lang/` providing
+these; `featdel.lang.LANGUAGES` names them and `featdel.lang.detect_language` picks one.
+
+The edits a deletion strategy makes (a body stubbed, definitions removed, their export wiring
+taken out) are `Edits`, a language's `edits`. Python's predate the seam and live in
+`featdel/deletion/` (splice, body, wiring, equal_stub), above this layer: the Python language
+has `edits = None` and the strategies use their own code for it. Every other language brings
+its `Edits`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from featdel.code.spans import Symbol
+from featdel.core.errors import FeatdelError
+
+if TYPE_CHECKING:
+    from featdel.code.coverage_map import CoverageMap
+    from featdel.core.records import Recipe
+    from featdel.env.testrun import RunOptions, SuiteRun
+
+__all__ = ["Edit", "EditRefused", "Edits", "Files", "Language", "LeakChannel", "Runner", "Splice", "StubBody",
+           "Symbol", "TamperPattern", "Wired"]
+
+
+class EditRefused(FeatdelError):
+    """A language cannot make this edit safely (a definition shares its line, a body is already a
+    stub); the deletion layer records it as `NotApplicable` with this message."""
+
+
+class AlreadyStub(EditRefused):
+    """The body is a stub already (empty, or only throws): stubbing it would delete nothing."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Splice:
+    """Bytes [start, end) of the original replaced by `text`; several apply in one pass."""
+
+    start: int
+    end: int
+    text: bytes
+
+
+def apply(source: bytes, splices: list[Splice]) -> bytes:
+    """`source` with every splice applied; they are computed on the original bytes, never overlap."""
+    out, pos = [], 0
+    for s in sorted(splices):
+        if s.start < pos:
+            raise ValueError(f"overlapping splices at byte {s.start}")
+        out += [source[pos : s.start], s.text]
+        pos = s.end
+    out.append(source[pos:])
+    return b"".join(out)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Edit:
+    """One file's edit: its splices on the original bytes, and the original text each took out."""
+
+    splices: list[Splice]
+    removed: list[str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Wired:
+    """Definitions removed together with what wires them into the package: the new text of every
+    file it touches (the defining one included), and what was taken out besides the definitions,
+    for the record (`"path::name (re-export)"`)."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    labels: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.labels)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StubBody:
+    """One trivial body of the stub gate: `label` as the verify stage records it, `text` the
+    body's replacement (for braces languages, the whole block with its braces)."""
+
+    label: str
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LeakChannel:
+    """A place a copy of the original code could hide from the start state's own audit:
+    `where` is "tree" (relative to the repository) or "env" (relative to the env root), `glob`
+    a pathlib pattern, `why` what it holds."""
+
+    where: str
+    glob: str
+    why: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TamperPattern:
+    """A line a patch adds in this language that reaches for the grader: `rule` as the tamper
+    scan names its findings, `pattern` searched in the added line, `why` for the report."""
+
+    rule: str
+    pattern: re.Pattern[str]
+    why: str
+
+    def search(self, line: str) -> bool:
+        return self.pattern.search(line) is not None
+
+
+class Files(Protocol):
+    """A read-only view of a repository (featdel.deletion.base.Tree is one)."""
+
+    root: Path
+
+    def read(self, rel: str) -> bytes: ...
+
+    def source_paths(self) -> list[str]: ...
+
+    def symbols(self, rel: str) -> list[Symbol]: ...
+
+
+class Runner(Protocol):
+    """Runs an env's suite in sandboxes (featdel.env.testrun.SuiteRunner is Python's): a context
+    manager that keeps its sandbox warm across `run_suite` calls until `close`."""
+
+    def __enter__(self) -> Runner: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def run_suite(self, options: RunOptions = ..., *, tree: Path | None = None) -> SuiteRun: ...
+
+    def close(self) -> None: ...
+
+
+class Edits(Protocol):
+    """The strategies' edits of one language, on original bytes (so they compose and roll back)."""
+
+    labels: tuple[str, ...]  # the stub gate's labels, in the order `stub_variants` gives them
+
+    def stub_body(self, symbol: Symbol, source: bytes) -> str:
+        """The text that replaces the body of a function or method (`throw new Error(...)`)."""
+        ...
+
+    def stub_variants(self, symbol: Symbol, source: bytes) -> list[StubBody]:
+        """The stub gate's trivial bodies for one function or method, one per label."""
+        ...
+
+    def body_splice(self, symbol: Symbol, source: bytes, text: str) -> Splice:
+        """The splice that puts `text` (a `stub_body` or a `StubBody.text`) in place of the body."""
+        ...
+
+    def stub(self, source: bytes, found: list[Symbol]) -> Edit:
+        """Every definition in `found` (one qualname in one file) with its body stubbed; raises
+        `AlreadyStub` when none has a body worth stubbing."""
+        ...
+
+    def remove(self, source: bytes, found: list[Symbol]) -> Edit:
+        """The definitions removed whole, with comments attached to them, the file still valid."""
+        ...
+
+    def wired_removal(self, files: Files, home: str, found: list[Symbol]) -> Wired:
+        """`found` (one qualname in `home`) removed with what exports and re-exports it, across
+        files; empty labels when nothing wires it."""
+        ...
+
+    def importers(self, files: Files, rel: str) -> list[str]:
+        """`"path:line"` of every source file that loads `rel` when it is itself loaded."""
+        ...
+
+
+class Language(Protocol):
+    name: str  # recorded in every row: "python", "javascript"
+    suffixes: tuple[str, ...]  # the file names this language reads, by ending
+    edits: Edits | None  # None: the deletion layer's own (Python's, see the module docstring)
+    leak_channels: tuple[LeakChannel, ...]
+    tamper_patterns: tuple[TamperPattern, ...]  # on top of the grader's own scan
+
+    def detect(self, tree: Path) -> bool:
+        """Is `tree` a repository of this language (from its files alone)?"""
+        ...
+
+    def source_files(self, root: Path) -> list[Path]:
+        """Every file of the language under `root`, tests included, vendored and built output
+        left out; sorted."""
+        ...
+
+    def is_test_path(self, rel: str) -> bool: ...
+
+    def parse(self, source: bytes, path: str):
+        """The tree-sitter tree of one file."""
+        ...
+
+    def symbols(self, source: bytes, path: str) -> list[Symbol]: ...
+
+    def has_syntax_error(self, source: bytes, path: str) -> bool: ...
+
+    def protected_files(self, tree: Path) -> set[str]:
+        """Files of `tree` (relative POSIX paths) whose content always comes from the task:
+        what configures the test runner or the interpreter."""
+        ...
+
+    def is_protected_name(self, name: str) -> bool:
+        """A file name that is protected wherever it stands (runner and interpreter config)."""
+        ...
+
+    def recipe(self, tree: Path) -> Recipe:
+        """How to install `tree` and run its tests."""
+        ...
+
+    def build_env(self, source, recipe: Recipe):
+        """The cached environment of `source` (a `featdel.env.sources.PinnedSource`) under `recipe`."""
+        ...
+
+    def runner(self, env, backend, image: str | None = None) -> Runner: ...
+
+    def coverage_map(self, src: Path, package_dirs: list[str], data: Path, allowed: set[str]) -> CoverageMap:
+        """Which allowed tests run each symbol's body, from the coverage data a run left at `data`."""
+        ...
+
