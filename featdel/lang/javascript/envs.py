@@ -1,0 +1,248 @@
+"""One node_modules per repo@commit@recipe, built once and reused: JavaScript's environments.
+
+In: a `PinnedSource` and a `Recipe` (`recipe(tree)` works one out from package.json). Out: a
+`NodeEnv` whose `src/` holds the tree at the commit (no VCS data) and whose `node_modules/`
+beside it holds the locked install. The install goes outside the tree on purpose: Node resolves
+a module by walking up from the file that asks (src/lib/x.js looks in src/node_modules, then
+the env root's node_modules), so the tree under test, the learner's copies of it and the
+grader's start states never carry the dependencies, and a test run shows them read-only.
+
+The same cache layout as Python's (featdel.env.envs): the directory is keyed by repo, commit and
+recipe, a `ready.json` marker written last makes a half-built env count as missing, and the
+content-addressed `env_id` (repo, commit, lock) links to it. The install is lockfile-exact:
+`npm ci --ignore-scripts` when the tree has a package-lock.json (or npm-shrinkwrap.json),
+otherwise `npm install --package-lock-only` resolves one first; the lock npm used stays in the
+env root, and `recipe.lock` lists `node@VERSION` (the runtime) and `PATH@VERSION` for every
+package in it, so two machines that install the same tree agree on the id. Installs run on the
+host with the network and no install scripts; tests never get the network (featdel.lang.
+javascript.runners).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from featdel.core.errors import EnvBuildError
+from featdel.core.records import Recipe
+from featdel.env.sources import PinnedSource, cache_root, checkout
+
+RUNNERS = ("mocha", "jest", "vitest", "node-test", "tape")
+LOCKS = ("npm-shrinkwrap.json", "package-lock.json")
+# Tried in this order when the test script names no runner.
+_BY_DEPENDENCY = (("vitest", "vitest"), ("jest", "jest"), ("mocha", "mocha"), ("tape", "tape"))
+# Words before the runner in a test script that only wrap it (coverage tools, env setters).
+_WRAPPERS = {"npx", "nyc", "c8", "cross-env", "env", "dotenv", "istanbul", "time", "npm-run-all", "exec"}
+# node options that go to the interpreter, with whether they take a value.
+_NODE_FLAGS = {"--import": True, "--require": True, "-r": True, "--loader": True, "--experimental-loader": True,
+               "--conditions": True, "-C": True, "--enable-source-maps": False, "--no-warnings": False,
+               "--expose-gc": False, "--experimental-vm-modules": False, "--experimental-strip-types": False}
+_SOURCE_SUFFIXES = (".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx")
+_NOT_SOURCES = {"test", "tests", "__tests__", "spec", "node_modules", "docs", "doc", "example", "examples",
+                "bench", "benchmark", "benchmarks", "scripts", "coverage", "dist", "build", "fixtures"}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NodeEnv:
+    root: Path
+    recipe: Recipe
+
+    @property
+    def src(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def node_modules(self) -> Path:
+        return self.root / "node_modules"
+
+    @property
+    def runner(self) -> str:
+        return self.recipe.test_cmd[0]
+
+    def environ(self) -> dict[str, str]:
+        """Variables for running the repo's tests in this environment."""
+        return {
+            "PATH": f"{self.node_modules / '.bin'}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.root / "home"),
+            "LANG": "C.UTF-8",
+            "CI": "1",  # no interactive reporters, no watch prompts
+            "NO_COLOR": "1",
+            "FORCE_COLOR": "0",
+        }
+
+
+def recipe(tree: Path) -> Recipe:
+    """How to install `tree` and run its tests: the runner and its arguments from package.json's
+    test script (or the runner it depends on), `npm ci` with or without a lock."""
+    pkg = _package(tree)
+    runner, args = test_command(pkg)
+    has_lock = any((tree / name).is_file() for name in LOCKS)
+    npm = ["npm", "--no-audit", "--no-fund", "--ignore-scripts"]
+    install = [[*npm, "ci"]] if has_lock else [[*npm, "install", "--package-lock-only"], [*npm, "ci"]]
+    return Recipe(python="", install=install, test_cmd=[runner, *args], package_dirs=source_roots(tree))
+
+
+def test_command(pkg: dict) -> tuple[str, list[str]]:
+    """(runner, its arguments) from a package.json: the first part of `scripts.test` that runs a
+    known runner (after wrappers such as nyc, c8 or cross-env), else the runner among the
+    dependencies, else node's own. node-test's arguments keep node's flags (`--import tsx`)."""
+    script = str((pkg.get("scripts") or {}).get("test") or "")
+    for part in re.split(r"&&|\|\||;", script):
+        words = _words(part.split("|", 1)[0])
+        while words and (words[0] in _WRAPPERS or re.match(r"^\w+=", words[0]) or
+                         (words[0].startswith("-") and words[0] != "--test")):
+            words = words[1:]
+        if not words:
+            continue
+        head, rest = Path(words[0]).name, words[1:]
+        if head in ("mocha", "_mocha"):
+            return "mocha", rest
+        if head in ("jest", "vitest", "tape"):
+            return head, [w for w in rest if w != "run"] if head == "vitest" else rest
+        if head in ("node", "tsx") and "--test" in rest:
+            flags = ["--import", "tsx"] if head == "tsx" else []
+            return "node-test", flags + [w for w in rest if w != "--test" and not w.startswith("--test-")]
+    deps = {**(pkg.get("dependencies") or {}), **(pkg.get("devDependencies") or {})}
+    for name, runner in _BY_DEPENDENCY:
+        if name in deps:
+            return runner, []
+    return "node-test", []
+
+
+def split_node_flags(args: list[str]) -> tuple[list[str], list[str]]:
+    """(node's own flags, the rest) of a node-test command's arguments."""
+    flags, rest, i = [], [], 0
+    while i < len(args):
+        word = args[i]
+        name = word.split("=", 1)[0]
+        if name in _NODE_FLAGS or name.startswith("--experimental-"):
+            flags.append(word)
+            if _NODE_FLAGS.get(name) and "=" not in word and i + 1 < len(args):
+                flags.append(args[i + 1])
+                i += 1
+        else:
+            rest.append(word)
+        i += 1
+    return flags, rest
+
+
+def source_roots(tree: Path) -> list[str]:
+    """The library's top-level source folders and files (not its tests, docs or build output)."""
+    roots = []
+    for entry in sorted(tree.iterdir()):
+        name = entry.name
+        if name.startswith((".", "_")) or name in _NOT_SOURCES:
+            continue
+        if entry.is_file() and entry.suffix in _SOURCE_SUFFIXES and not re.search(
+                r"(^|[.-])(test|spec)s?\.|config\.|^(gulpfile|gruntfile|rollup|webpack|eslint)", name, re.I):
+            roots.append(name)
+        elif entry.is_dir() and any(p.suffix in _SOURCE_SUFFIXES for p in entry.rglob("*")):
+            roots.append(name)
+    return roots
+
+
+def env_dir(source: PinnedSource, recipe: Recipe) -> Path:
+    return cache_root() / "envs" / f"{source.name}-{source.commit[:12]}-{recipe.key()}"
+
+
+def load(root: Path) -> NodeEnv | None:
+    """The env at `root` (a build directory or an `env_id` link to one), or None if unbuilt."""
+    marker = root / "ready.json"
+    if not marker.exists():
+        return None
+    from featdel.core.records import from_dict
+
+    return NodeEnv(root=root.resolve(), recipe=from_dict(Recipe, json.loads(marker.read_text())["recipe"]))
+
+
+def build_env(source: PinnedSource, recipe: Recipe, *, tree_ready: Path | None = None,
+              timeout_s: float = 1200) -> NodeEnv:
+    """Build (or reuse) the environment; `tree_ready` is a checkout to move into place."""
+    from featdel.env import envs
+
+    root = env_dir(source, recipe)
+    existing = load(root)
+    if existing is not None:
+        return existing
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    env = NodeEnv(root=root, recipe=recipe)
+    if tree_ready is not None:
+        shutil.copytree(tree_ready, env.src, symlinks=True)
+    else:
+        checkout(source, env.src)
+    (root / "home").mkdir()
+    for name in ("package.json", ".npmrc", *LOCKS):
+        if (env.src / name).is_file():
+            shutil.copyfile(env.src / name, root / name)
+    if not (root / "package.json").is_file():
+        raise EnvBuildError(f"{source.spec}: no package.json at the top of the tree")
+    log = root / "build.log"
+    variables = {**os.environ, "npm_config_cache": str(cache_root() / "npm-cache"), "npm_config_update_notifier": "false"}
+    for argv in recipe.install:
+        _run(argv, cwd=root, env=variables, log=log, timeout=timeout_s)
+    env.node_modules.mkdir(exist_ok=True)  # a package with no dependencies: still mounted
+    lock = [f"node@{node_version()}", *lock_entries(root)]
+    return envs.save(NodeEnv(root=root, recipe=replace(recipe, lock=lock)), source.name, source.commit)
+
+
+def node_version() -> str:
+    try:
+        out = subprocess.run([node_binary(), "--version"], capture_output=True, text=True, timeout=30, check=True)
+    except (subprocess.SubprocessError, OSError) as exc:
+        raise EnvBuildError(f"node does not run here ({exc}): install Node.js 20 or newer") from None
+    return out.stdout.strip().lstrip("v")
+
+
+def node_binary() -> str:
+    found = shutil.which("node")
+    if found is None:
+        raise EnvBuildError("node is not on PATH: install Node.js 20 or newer")
+    return str(Path(found).resolve())
+
+
+def lock_entries(root: Path) -> list[str]:
+    """`PATH@VERSION` of every package the lock npm installed from names, sorted."""
+    for name in LOCKS:
+        if (root / name).is_file():
+            data = json.loads((root / name).read_text())
+            break
+    else:
+        return []
+    packages = data.get("packages") or {}
+    return sorted(f"{path}@{meta.get('version', '?')}" for path, meta in packages.items() if path)
+
+
+def _package(tree: Path) -> dict:
+    try:
+        return json.loads((tree / "package.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _words(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def _run(argv: list[str], *, cwd: Path, env, log: Path, timeout: float) -> None:
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(argv)}\n")
+        fh.flush()
+        try:
+            done = subprocess.run(argv, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise EnvBuildError(f"install step timed out after {timeout:.0f}s: {' '.join(argv)} (see {log})") from None
+        except OSError as exc:
+            raise EnvBuildError(f"install step could not start: {' '.join(argv)}: {exc}") from None
+    if done.returncode != 0:
+        tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:]
+        raise EnvBuildError(f"install failed: {' '.join(argv)}: {tail[0][:200] if tail else ''} (see {log})")
