@@ -7,6 +7,10 @@ removed file), or a `NotApplicable` saying why the strategy does not fit.
 The check is the caller's because only the caller knows how the repository imports and collects
 (sandbox, environment, pytest); strategies only promise to call it after each step and to roll a
 step back when it does not answer exactly `True` (a reason string is truthy, so `is True`).
+
+Languages: the tree's files, parse trees and symbols are its language's (featdel.lang:
+`detect_language` for the tree, `for_path` for one file), and a strategy names the languages it
+edits (`languages`); Python's edits are this package's own, other languages' are their `edits`.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from featdel.code.spans import Symbol, has_syntax_error, is_test_path, parse, python_files, symbols
+from featdel.code.spans import Symbol, has_syntax_error
 from featdel.core.errors import FeatdelError
 from featdel.core.records import Candidate, Deletion
+from featdel.lang import detect_language, for_path
+from featdel.lang.base import Language
 
 Edits = dict[str, str | None]
 Check = Callable[[Edits], "bool | str"]
@@ -57,20 +63,37 @@ class Strategy(Protocol):
     ) -> Deletion: ...
 
 
+PYTHON_ONLY = frozenset({"python"})
+
+
 class KindStrategy:
-    """`fits` by candidate kind and path, shared by the strategies."""
+    """`fits` by candidate kind, path and language, shared by the strategies."""
 
     name: str
     kinds: frozenset[str]
+    languages: frozenset[str] = PYTHON_ONLY
 
     def fits(self, candidate: Candidate) -> bool:
-        return candidate.kind in self.kinds and not is_test_path(candidate.path)
+        lang = language_of(candidate.path)
+        return candidate.kind in self.kinds and lang.name in self.languages and not lang.is_test_path(candidate.path)
+
+
+def language_of(rel: str) -> Language:
+    """A file's language; Python for a name no language claims (as every file was before)."""
+    return for_path(rel) or for_path(".py")
+
+
+def syntax_error(rel: str, text: str) -> bool:
+    lang = for_path(rel)
+    if lang is None or lang.name == "python":
+        return has_syntax_error(text.encode())
+    return lang.has_syntax_error(text.encode(), rel)
 
 
 def passes(check: Check, edits: Edits) -> tuple[bool, str]:
     """Run the caller's check on cumulative edits after verifying every edited file parses."""
     for path, text in sorted(edits.items()):
-        if text is not None and has_syntax_error(text.encode()):
+        if text is not None and syntax_error(path, text):
             return False, f"edit left a syntax error in {path}"
     verdict = check(dict(edits))
     if verdict is True:
@@ -118,10 +141,12 @@ class Tree:
     """Lazy, cached, read-only view of the original repository (bytes, parse trees, symbols).
 
     `Tree.open(root)` reuses the view of an unchanged tree across strategy calls (the feature
-    strategy's name index costs a walk of every file), keyed by every Python file's path, size
-    and mtime, so a tree edited or replaced at the same path is read afresh."""
+    strategy's name index costs a walk of every file), keyed by every source file's path, size
+    and mtime, so a tree edited or replaced at the same path is read afresh. Its files are those
+    of the tree's language (featdel.lang.detect_language)."""
 
     root: Path
+    language: Language = field(default_factory=lambda: for_path(".py"))
     _bytes: dict[str, bytes] = field(default_factory=dict)
     _trees: dict[str, object] = field(default_factory=dict)
     _symbols: dict[str, list[Symbol]] = field(default_factory=dict)
@@ -131,13 +156,14 @@ class Tree:
     @classmethod
     def open(cls, root: Path) -> Tree:
         root = Path(root).resolve()
-        files = python_files(root)
-        key = (str(root), tuple((p.as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+        lang = detect_language(root)
+        files = lang.source_files(root)
+        key = (str(root), lang.name, tuple((p.as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in files))
         for i, (k, tree) in enumerate(_OPEN):
             if k == key:
                 _OPEN.insert(0, _OPEN.pop(i))
                 return tree
-        tree = cls(root, _paths=[p.relative_to(root).as_posix() for p in files])
+        tree = cls(root, lang, _paths=[p.relative_to(root).as_posix() for p in files])
         _OPEN.insert(0, (key, tree))
         del _OPEN[4:]
         return tree
@@ -149,13 +175,13 @@ class Tree:
         return self._memo[key]
 
     def paths(self) -> list[str]:
-        """Every Python file, relative POSIX paths, sorted."""
+        """Every file of the tree's language, relative POSIX paths, sorted."""
         if self._paths is None:
-            self._paths = [p.relative_to(self.root).as_posix() for p in python_files(self.root)]
+            self._paths = [p.relative_to(self.root).as_posix() for p in self.language.source_files(self.root)]
         return self._paths
 
     def source_paths(self) -> list[str]:
-        return [p for p in self.paths() if not is_test_path(p)]
+        return [p for p in self.paths() if not self.language.is_test_path(p)]
 
     def read(self, rel: str) -> bytes:
         if rel not in self._bytes:
@@ -172,12 +198,12 @@ class Tree:
 
     def tree(self, rel: str):
         if rel not in self._trees:
-            self._trees[rel] = parse(self.read(rel))
+            self._trees[rel] = language_of(rel).parse(self.read(rel), rel)
         return self._trees[rel]
 
     def symbols(self, rel: str) -> list[Symbol]:
         if rel not in self._symbols:
-            self._symbols[rel] = symbols(self.read(rel), rel)
+            self._symbols[rel] = language_of(rel).symbols(self.read(rel), rel)
         return self._symbols[rel]
 
     def find(self, rel: str, qualname: str) -> list[Symbol]:
@@ -192,11 +218,16 @@ class Tree:
 _OPEN: list[tuple[object, Tree]] = []  # most recently used first; a few trees at most
 
 
-def target_symbols(tree: Tree, candidate: Candidate, kinds: frozenset[str]) -> list[Symbol]:
-    """The candidate's definitions, after checking the kind fits and the file is source code."""
+def target_symbols(tree: Tree, candidate: Candidate, kinds: frozenset[str],
+                   languages: frozenset[str] = PYTHON_ONLY) -> list[Symbol]:
+    """The candidate's definitions, after checking the kind and language fit and the file is
+    source code."""
     if candidate.kind not in kinds:
         raise NotApplicable(f"kind {candidate.kind!r} is not one of {sorted(kinds)}")
-    if is_test_path(candidate.path):
+    lang = language_of(candidate.path)
+    if lang.name not in languages:
+        raise NotApplicable(f"{candidate.path} is {lang.name}, which this strategy does not edit")
+    if lang.is_test_path(candidate.path):
         raise NotApplicable(f"{candidate.path} is test code")
     found = tree.find(candidate.path, candidate.qualname)
     if not found:

@@ -11,6 +11,9 @@ Layouts handled: `def f(): return 1` (the stub stays on the header line), multi-
 decorators, `async def`, a body that is only a docstring, comments between the header and the
 body (dropped: they describe the implementation). A body that already is `pass`, `...` or
 `raise NotImplementedError` is not applicable: stubbing it would delete nothing.
+
+Other languages stub through their `edits` (featdel.lang.base.Edits): JavaScript's body becomes
+`throw new Error("not implemented")`, its signature and TypeScript types kept.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from featdel.deletion.base import (
     RolledBack,
     Tree,
     decode,
+    language_of,
     make_deletion,
     passes,
     target_symbols,
 )
 from featdel.deletion.splice import Lines, Splice, apply, owned_rows, statement_node
+from featdel.lang.base import EditRefused
 
 STUB = b"raise NotImplementedError"
 
@@ -112,6 +117,7 @@ def replaced(source: bytes, splice: Splice) -> str:
 class BodyStrategy(KindStrategy):
     name = "body"
     kinds = frozenset({"function", "method"})
+    languages = frozenset({"python", "javascript"})
 
     def apply(
         self,
@@ -123,11 +129,20 @@ class BodyStrategy(KindStrategy):
         rng: random.Random,
     ) -> Deletion:
         tree = Tree.open(root)
-        found = target_symbols(tree, candidate, self.kinds)
+        found = target_symbols(tree, candidate, self.kinds, self.languages)
         source = tree.read(candidate.path)
-        lines = Lines(source, tree.tree(candidate.path))
-        outers = [statement_node(tree.tree(candidate.path), s) for s in found]
-        splices = stub_splices(lines, outers, keep_docstring=keep_docstrings)
+        lang = language_of(candidate.path)
+        if lang.edits is not None:
+            try:
+                edit = lang.edits.stub(source, found)
+            except EditRefused as exc:
+                raise NotApplicable(str(exc)) from None
+            splices, removed = edit.splices, edit.removed
+        else:
+            lines = Lines(source, tree.tree(candidate.path))
+            outers = [statement_node(tree.tree(candidate.path), s) for s in found]
+            splices = stub_splices(lines, outers, keep_docstring=keep_docstrings)
+            removed = [replaced(source, s) for s in splices]
         edits = {candidate.path: decode(apply(source, splices))}
         ok, reason = passes(check, edits)
         if not ok:
@@ -139,6 +154,6 @@ class BodyStrategy(KindStrategy):
             keep_docstrings=keep_docstrings,
             deleted=[target],
             files=edits,
-            removed=[r for r in (replaced(source, s) for s in splices) if r.strip()],
+            removed=[r for r in removed if r.strip()],
             stubbed=[target],
         )

@@ -8,6 +8,10 @@ retried with the name's wiring removed too (featdel.deletion.wiring: re-exports,
 aliases, registrations), and when that fails as well it is rolled back (FeatureBench's rule) and
 reported as `RolledBack`. Docstrings go with the definition,
 so the recorded `keep_docstrings` is False whatever was asked.
+
+Other languages remove through their `edits` (featdel.lang.base.Edits), and their wiring is
+taken out with `wired_removal`: for JavaScript, ES and CommonJS exports and re-exports through
+barrels (featdel.lang.javascript.exports).
 """
 
 from __future__ import annotations
@@ -21,15 +25,18 @@ from featdel.core.records import Candidate, Deletion
 from featdel.deletion.base import (
     Check,
     KindStrategy,
+    NotApplicable,
     RolledBack,
     Tree,
     decode,
+    language_of,
     make_deletion,
     passes,
     target_symbols,
 )
 from featdel.deletion.splice import Lines, Splice, apply, removal, snippet, statement_node
 from featdel.deletion.wiring import Plan, find
+from featdel.lang.base import EditRefused
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,19 +50,28 @@ class Cut:
 
 
 def cut(tree: Tree, path: str, found: list[Symbol]) -> Cut:
-    source, ts = tree.read(path), tree.tree(path)
-    lines = Lines(source, ts)
-    outers = [statement_node(ts, s) for s in found]
     deleted: list[str] = []
     for s in found:
         for inner in tree.within(path, s):
             name = f"{path}::{inner.qualname}"
             if name not in deleted:
                 deleted.append(name)
+    source, lang = tree.read(path), language_of(path)
+    if lang.edits is not None:
+        try:
+            edit = lang.edits.remove(source, found)
+        except EditRefused as exc:
+            raise NotApplicable(str(exc)) from None
+        return Cut(path, edit.splices, deleted, edit.removed)
+    ts = tree.tree(path)
+    lines = Lines(source, ts)
+    outers = [statement_node(ts, s) for s in found]
     return Cut(path, removal(source, ts, outers), deleted, [snippet(lines, o) for o in outers])
 
 
 class RemovalStrategy(KindStrategy):
+    languages = frozenset({"python", "javascript"})
+
     def __init__(self, name: str, kind: str):
         self.name = name
         self.kinds = frozenset({kind})
@@ -70,12 +86,22 @@ class RemovalStrategy(KindStrategy):
         rng: random.Random,
     ) -> Deletion:
         tree = Tree.open(root)
-        found = target_symbols(tree, candidate, self.kinds)
+        found = target_symbols(tree, candidate, self.kinds, self.languages)
         c = cut(tree, candidate.path, found)
         edits = {candidate.path: decode(apply(tree.read(candidate.path), c.splices))}
         ok, reason = passes(check, edits)
         wired: list[str] = []
-        if not ok:  # a re-export or registration keeps it wired in: take that out too
+        lang = language_of(candidate.path)
+        if not ok and lang.edits is not None:  # its exports and re-exports go too
+            try:
+                wiring = lang.edits.wired_removal(tree, candidate.path, found)
+            except EditRefused as exc:
+                wiring, reason = None, f"{reason}; its wiring: {exc}"
+            if wiring:
+                ok, why = passes(check, wiring.files)
+                reason, wired = (reason, wiring.labels) if ok else (f"{reason}; with its wiring too: {why}", [])
+                edits = wiring.files if ok else edits
+        elif not ok:  # a re-export or registration keeps it wired in: take that out too
             cls = candidate.qualname.rpartition(".")[0] if candidate.kind == "method" else None
             wiring = find(tree, candidate.path, found[0].name, cls)
             if wiring:

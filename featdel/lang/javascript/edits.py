@@ -17,7 +17,7 @@ original bytes (featdel.lang.base), so several edits of one file compose in one 
   `assert.strictEqual`, `toBe`, chai's `equal`) cannot be faked in JavaScript. In TypeScript each
   return is cast `as any`, so a type-checking runner (ts-jest) runs the variant rather than
   rejecting it. Constructors and setters get an empty body for every label (their value is not
-  the caller's).
+  the caller's), and so does a function without a plain first parameter for that label.
 - Removal: a definition alone on its lines goes with the comments right above it (unless they
   reach the file's first line: a header or licence) and the blank lines around it collapse to
   the larger run, none left after an opening `{` or before a closing `}`; one sharing its line
@@ -45,13 +45,13 @@ class Lines:
         if self.starts[-1] == len(source) and len(self.starts) > 1:
             self.starts.pop()
         self.newline = b"\r\n" if b"\r\n" in source else b"\n"
-        self.comments: set[int] = set()  # rows that hold only (the start of) a comment
+        self.comments: dict[int, int] = {}  # row of a comment that starts its line -> its first row
         if tree is not None:
             stack = [tree.root_node]
             while stack:
                 n = stack.pop()
                 if n.type == "comment" and not self.text(n.start_point[0])[: n.start_point[1]].strip():
-                    self.comments.update(range(n.start_point[0], n.end_point[0] + 1))
+                    self.comments.update((r, n.start_point[0]) for r in range(n.start_point[0], n.end_point[0] + 1))
                 stack.extend(n.children)
 
     def __len__(self) -> int:
@@ -190,9 +190,7 @@ def stub_variants(symbol: Symbol, source: bytes) -> list[StubBody]:
             statements: list[str] = []
         elif label == "return first argument":
             arg = first_parameter(tree, symbol)
-            if arg is None:
-                continue
-            statements = [f"return {arg}{cast};"]
+            statements = [f"return {arg}{cast};"] if arg else []  # no parameter: the empty body
         elif label == "equal_anything":
             statements = [f"return {_EQUAL}{cast};"]
         else:
@@ -267,8 +265,8 @@ def owned_rows(lines: Lines, start: int, node) -> tuple[int, int]:
     first, last = lines.row(start), node.end_point[0]
     indent = lines.indent(first)
     top = first
-    while top - 1 >= 0 and top - 1 in lines.comments and lines.indent(top - 1) == indent:
-        top -= 1
+    while top - 1 >= 0 and top - 1 in lines.comments and lines.indent(lines.comments[top - 1]) == indent:
+        top = lines.comments[top - 1]
     if top == 0 and top != first:
         top = first  # a comment run from the first line is the file's header or licence
     return top, last
