@@ -30,6 +30,9 @@ class Covered:
 class CoverageMap:
     line_rate: float  # percent of the package's statements executed by the suite
     symbols: list[Covered]
+    # "test": each test's own coverage; "file": some tests share their file's (a runner that
+    # could not cut coverage between tests, featdel.lang.javascript.coverage), so the map is coarser
+    granularity: str = "test"
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=1))
@@ -37,7 +40,8 @@ class CoverageMap:
     @classmethod
     def load(cls, path: Path) -> CoverageMap:
         data = json.loads(path.read_text())
-        return cls(line_rate=data["line_rate"], symbols=[Covered(**s) for s in data["symbols"]])
+        return cls(line_rate=data["line_rate"], symbols=[Covered(**s) for s in data["symbols"]],
+                   granularity=data.get("granularity", "test"))
 
 
 def library_files(src: Path, package_dirs: list[str]) -> list[Path]:

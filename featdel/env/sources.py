@@ -1,9 +1,9 @@
 """Resolve a source spec to a pinned git tree.
 
-In: a local directory (a git repository), a git URL with an optional `@rev`, or
-`pypi:NAME==VERSION`. Out: a `PinnedSource` naming a git repository in the cache and a commit.
-PyPI sdists are unpacked and committed with a fixed author and date, so the same sdist always
-gets the same commit id. Every failure raises `SourceError` with a one-line fix.
+In: a local directory (a git repository, bare or not), a git URL with an optional `@rev`,
+`pypi:NAME==VERSION` or `npm:NAME@VERSION`. Out: a `PinnedSource` naming a git repository in the
+cache and a commit. PyPI sdists and npm tarballs (`npm pack`, its `package/` folder) are unpacked
+and committed with a fixed author and date, so the same archive always gets the same commit id. Every failure raises `SourceError` with a one-line fix.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 from featdel.code.git import commit_tree, git
 from featdel.core.errors import SourceError
 
+_NPM = re.compile(r"^npm:(?P<name>(@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9][a-z0-9._~-]*)@(?P<version>[0-9A-Za-z.+-]+)$")
 _PYPI = re.compile(r"^pypi:(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.!+_-]+)$")
 
 
@@ -40,6 +41,8 @@ def resolve(spec: str) -> PinnedSource:
     """Pin one source spec; see the module docstring for the accepted forms."""
     if spec.startswith("pypi:"):
         return _from_pypi(spec)
+    if spec.startswith("npm:"):
+        return _from_npm(spec)
     if "://" in spec or spec.startswith("git@"):
         return _from_git_url(spec)
     return _from_local(spec)
@@ -48,7 +51,7 @@ def resolve(spec: str) -> PinnedSource:
 def public_source(spec: str) -> str:
     """What a source spec may say outside this machine: `pypi:` as is, a git URL without
     credentials, a local checkout as its remote's URL, and otherwise `local:NAME` (no path)."""
-    if spec.startswith("pypi:"):
+    if spec.startswith(("pypi:", "npm:")):
         return spec
     if spec.startswith("file:") or not ("://" in spec or spec.startswith("git@")):
         path = Path(re.sub(r"^file:(//)?", "", spec).rsplit("@", 1)[0] if spec.startswith("file:") else spec)
@@ -72,6 +75,13 @@ def _from_local(spec: str) -> PinnedSource:
         raise SourceError(f"{spec}: no such directory (give a local path, a git URL or pypi:NAME==VERSION)")
     if not path.is_dir():
         raise SourceError(f"{spec}: not a directory")
+    if _is_bare(path):  # a bare git directory (what `fetch` brings): its HEAD, read without a work tree
+        try:
+            commit = git("rev-parse", "--verify", "HEAD^{commit}", cwd=path)
+        except SourceError:
+            raise SourceError(f"{spec}: the bare repository has no HEAD commit") from None
+        return PinnedSource(spec=spec, name=_safe(path.resolve().name.removesuffix(".git")), repo=path.resolve(),
+                            commit=commit)
     try:
         top = Path(git("rev-parse", "--show-toplevel", cwd=path))
     except SourceError:
@@ -83,6 +93,13 @@ def _from_local(spec: str) -> PinnedSource:
     except SourceError:
         raise SourceError(f"{spec}: the repository has no commit yet; commit its files first") from None
     return PinnedSource(spec=spec, name=_safe(top.name), repo=top, commit=commit)
+
+
+def _is_bare(path: Path) -> bool:
+    try:
+        return git("rev-parse", "--is-bare-repository", cwd=path) == "true"
+    except SourceError:
+        return False
 
 
 def _from_git_url(spec: str) -> PinnedSource:
@@ -131,6 +148,39 @@ def _from_pypi(spec: str) -> PinnedSource:
     shutil.rmtree(staging, ignore_errors=True)
     _unpack(archives[0], staging)
     commit_tree(staging, f"{name} {version} sdist")
+    shutil.rmtree(dest, ignore_errors=True)
+    staging.rename(dest)
+    return PinnedSource(spec=spec, name=slug, repo=dest, commit=git("rev-parse", "HEAD", cwd=dest))
+
+
+def _from_npm(spec: str) -> PinnedSource:
+    match = _NPM.match(spec)
+    if not match:
+        raise SourceError(f"{spec}: write npm sources as npm:NAME@VERSION, e.g. npm:tape@5.9.0 or npm:@scope/pkg@1.0.0")
+    name, version = match["name"], match["version"]
+    slug = _safe(f"{name.lstrip('@').replace('/', '-')}-{version}")
+    dest = cache_root() / "sources" / "npm" / slug
+    if (dest / ".git").exists():
+        return PinnedSource(spec=spec, name=slug, repo=dest, commit=git("rev-parse", "HEAD", cwd=dest))
+    download = cache_root() / "sources" / "tarballs" / slug
+    shutil.rmtree(download, ignore_errors=True)
+    download.mkdir(parents=True)
+    argv = ["npm", "pack", "--silent", "--ignore-scripts", "--pack-destination", str(download), f"{name}@{version}"]
+    env = {**os.environ, "npm_config_cache": str(cache_root() / "npm-cache"), "npm_config_update_notifier": "false"}
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=download, env=env)
+    except subprocess.TimeoutExpired:
+        raise SourceError(f"{spec}: npm pack timed out") from None
+    except OSError as exc:
+        raise SourceError(f"{spec}: npm does not run here ({exc}); install Node.js and npm") from None
+    archives = sorted(download.glob("*.tgz"))
+    if out.returncode != 0 or not archives:
+        last = (out.stderr.strip().splitlines() or ["no tarball"])[-1]
+        raise SourceError(f"{spec}: no tarball could be fetched ({last}); check the name and version on npm")
+    staging = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    _unpack(archives[0], staging)  # npm tarballs hold one folder, `package/`
+    commit_tree(staging, f"{name} {version} npm tarball")
     shutil.rmtree(dest, ignore_errors=True)
     staging.rename(dest)
     return PinnedSource(spec=spec, name=slug, repo=dest, commit=git("rev-parse", "HEAD", cwd=dest))

@@ -90,9 +90,21 @@ def recipe(tree: Path) -> Recipe:
 
 def test_command(pkg: dict) -> tuple[str, list[str]]:
     """(runner, its arguments) from a package.json: the first part of `scripts.test` that runs a
-    known runner (after wrappers such as nyc, c8 or cross-env), else the runner among the
-    dependencies, else node's own. node-test's arguments keep node's flags (`--import tsx`)."""
-    script = str((pkg.get("scripts") or {}).get("test") or "")
+    known runner (after wrappers such as nyc, c8 or cross-env, through `npm run NAME`), else the
+    runner among the dependencies, else node's own. node-test's arguments keep node's flags
+    (`--import tsx`); `node test/index.js` in a package that depends on tape is tape on that file."""
+    scripts = pkg.get("scripts") or {}
+    deps = {**(pkg.get("dependencies") or {}), **(pkg.get("devDependencies") or {})}
+    found = _from_script(str(scripts.get("test") or ""), scripts, deps, depth=0)
+    if found is not None:
+        return found
+    for name, runner in _BY_DEPENDENCY:
+        if name in deps:
+            return runner, []
+    return "node-test", []
+
+
+def _from_script(script: str, scripts: dict, deps: dict, depth: int) -> tuple[str, list[str]] | None:
     for part in re.split(r"&&|\|\||;", script):
         words = _words(part.split("|", 1)[0])
         while words and (words[0] in _WRAPPERS or re.match(r"^\w+=", words[0]) or
@@ -101,6 +113,13 @@ def test_command(pkg: dict) -> tuple[str, list[str]]:
         if not words:
             continue
         head, rest = Path(words[0]).name, words[1:]
+        if head in ("npm", "yarn", "pnpm") and depth < 4:
+            named = [w for w in rest if not w.startswith("-") and w not in ("run", "run-script", "--")]
+            if named and named[0] in scripts:
+                inner = _from_script(str(scripts[named[0]]), scripts, deps, depth + 1)
+                if inner is not None:
+                    return inner
+            continue
         if head in ("mocha", "_mocha"):
             return "mocha", rest
         if head in ("jest", "vitest", "tape"):
@@ -108,11 +127,9 @@ def test_command(pkg: dict) -> tuple[str, list[str]]:
         if head in ("node", "tsx") and "--test" in rest:
             flags = ["--import", "tsx"] if head == "tsx" else []
             return "node-test", flags + [w for w in rest if w != "--test" and not w.startswith("--test-")]
-    deps = {**(pkg.get("dependencies") or {}), **(pkg.get("devDependencies") or {})}
-    for name, runner in _BY_DEPENDENCY:
-        if name in deps:
-            return runner, []
-    return "node-test", []
+        if head == "node" and "tape" in deps and rest and not rest[0].startswith("-"):
+            return "tape", rest
+    return None
 
 
 def split_node_flags(args: list[str]) -> tuple[list[str], list[str]]:

@@ -3,7 +3,7 @@
 // cut (v8.takeCoverage() resets the counters) and keeps it as cut-PID-N.json beside
 // cut-PID-N.label.json ({file, titles}: the test it belongs to), or drops it when `label` is
 // null (what ran between tests). `dir` is $NODE_V8_COVERAGE. Only the tree's own scripts (not
-// node_modules) and the functions that ran are kept, so a cut per test stays small.
+// node_modules) are kept, and a function that did not run only as its range: a cut stays small.
 // Runs inside the test process (the launcher, or a vitest worker); standard library only.
 
 const fs = require('fs');
@@ -12,13 +12,17 @@ const v8 = require('v8');
 
 let count = 0;
 
+// A function that did not run keeps only its own range: what ran inside it is nothing.
+function compact(f) {
+  return f.ranges.length && f.ranges[0].count === 0 ? { functionName: f.functionName, ranges: [f.ranges[0]] } : f;
+}
+
 function prune(file, root) {
   const data = JSON.parse(fs.readFileSync(file, 'utf8'));
   const prefix = 'file://' + root + '/';
   data.result = (data.result || [])
     .filter((s) => s.url.startsWith(prefix) && !s.url.includes('/node_modules/'))
-    .map((s) => ({ url: s.url, functions: s.functions.filter((f) => f.ranges.length && f.ranges[0].count > 0) }))
-    .filter((s) => s.functions.length);
+    .map((s) => ({ url: s.url, functions: s.functions.map(compact) }));
   delete data['source-map-cache'];
   return data;
 }
