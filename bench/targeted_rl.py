@@ -19,6 +19,15 @@ The learning curve is the reward of each step's own rollouts (fresh tasks every 
 also a held-out measure); "final" is the mean over the last `--final-window` steps.
 
     .venv/bin/python bench/targeted_rl.py --seeds 0 1 2 --steps 16 --workers 3 --out runs/targeted_rl --png docs/targeted_rl.png
+
+With `--model NAME` (a named pretrained model, `featdel model list`, or a checkpoint folder) the
+same experiment runs on that model from its own weights: no warm-up, the episode in the model's
+chat format (`featdel.trainer.hf.HFCodec`), the hints a user message, rollouts batched with left
+padding and an attention mask (`sample_rows_hf`). For example, on the 135M instruct model:
+
+    .venv/bin/python bench/targeted_rl.py --model smollm2-135m-instruct --optimizer adamw --adamw-lr 1e-5 \
+        --seeds 0 1 2 --steps 8 --k 4 --tasks 2 --max-turns 4 --workers 2 \
+        --out runs/targeted_rl_smollm2 --png docs/targeted_rl_smollm2.png
 """
 
 from __future__ import annotations
@@ -69,6 +78,11 @@ def parse_args(argv=None):
     ap.add_argument("--optimizer", default="muon", choices=["muon", "adamw"],
                     help="RL optimizer: the trainer's Sharded Muon (matrices at --lr, the rest AdamW at "
                          "--adamw-lr), or AdamW alone at --adamw-lr for every parameter")
+    ap.add_argument("--model", default=None,
+                    help="a named pretrained model (featdel model list) or a Hugging Face checkpoint folder: "
+                         "the experiment on it from its own weights (no warm-up), in its chat format")
+    ap.add_argument("--max-action-tokens", type=int, default=None,
+                    help="tokens one turn may take (default: the toy config's)")
     ap.add_argument("--skip-no-signal", action="store_true",
                     help="no optimizer step when no trajectory carries a gradient (trainer.rl.with_signal), "
                          "as featdel train does")
@@ -134,8 +148,9 @@ class LockstepPolicy:
     against an unpadded forward). One generator per batch (seeded by the batch's smallest turn
     seed) replaces the per-turn seeds: the run stays reproducible, one episode alone does not."""
 
-    def __init__(self, model, n: int):
-        self.model, self.active = model, n
+    def __init__(self, model, n: int, codec=None):
+        self.model, self.active, self.codec = model, n, codec  # codec None: bytes
+        self._stops = None if codec is None else [i for i in range(codec.vocab) if codec.is_stop(i)]
         self.cond = threading.Condition()
         self.pending: dict[int, tuple[int, list[int], int]] = {}
         self.results: dict[int, tuple[list[int], list[float]]] = {}
@@ -163,8 +178,11 @@ class LockstepPolicy:
             return
         batch, self.pending = sorted(self.pending.items(), key=lambda kv: kv[1][0]), {}
         try:
-            out = sample_rows(self.model, [ctx for _, (_, ctx, _) in batch], max(m for _, (_, _, m) in batch),
-                              seed=batch[0][1][0])
+            contexts, longest = [ctx for _, (_, ctx, _) in batch], max(m for _, (_, _, m) in batch)
+            if self.codec is None:
+                out = sample_rows(self.model, contexts, longest, seed=batch[0][1][0])
+            else:
+                out = sample_rows_hf(self.model, contexts, longest, seed=batch[0][1][0], stops=self._stops)
             self.results.update(zip([who for who, _ in batch], out, strict=True))
         except BaseException as exc:  # noqa: BLE001 - every waiting episode raises it
             self.error = exc
@@ -220,12 +238,64 @@ def sample_rows(model, contexts, max_tokens: int, *, seed: int):
     return rows
 
 
-def rollouts(model, tasks, k: int, config, seeds) -> list:
+def sample_rows_hf(model, contexts, max_tokens: int, *, seed: int, stops: list[int]):
+    """`sample_rows` for a Hugging Face model (`featdel.trainer.hf.HFCausalLM`): rows left-padded,
+    the pads masked out through the attention mask and left out of the position ids, so a row
+    samples as it would alone; each row stops at its first stop token, the batch when all have."""
+    import torch
+
+    hf, n = model.hf, len(contexts)
+    width = max(len(c) for c in contexts)
+    ids = torch.full((n, width), stops[0], dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for row, ctx in enumerate(contexts):
+        ids[row, width - len(ctx):] = torch.tensor(ctx, dtype=torch.long)
+        mask[row, width - len(ctx):] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    stop_t = torch.tensor(stops, dtype=torch.long)
+    g = torch.Generator().manual_seed(seed)
+    done = torch.zeros(n, dtype=torch.bool)
+    tokens, logprobs = [], []
+    with torch.no_grad():
+        out = hf(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+        cache, name = _cache_of(out)
+        logits, nxt = out.logits[:, -1].float(), pos[:, -1] + 1
+        for _ in range(max_tokens):
+            logp = torch.log_softmax(logits, -1)
+            choice = torch.multinomial(logp.exp(), 1, generator=g).squeeze(-1)
+            choice = torch.where(done, stop_t[0], choice)
+            tokens.append(choice)
+            logprobs.append(logp.gather(-1, choice[:, None]).squeeze(-1))
+            done |= torch.isin(choice, stop_t)
+            if bool(done.all()):
+                break
+            mask = torch.cat([mask, mask.new_ones(n, 1)], dim=1)
+            out = hf(input_ids=choice[:, None], attention_mask=mask, position_ids=nxt[:, None], use_cache=True,
+                     **{name: cache})
+            cache, _ = _cache_of(out)
+            logits, nxt = out.logits[:, -1].float(), nxt + 1
+    rows, stop_set = [], set(stops)
+    for tok, lp in zip(torch.stack(tokens, 1).tolist(), torch.stack(logprobs, 1).tolist(), strict=True):
+        end = next((j + 1 for j, t in enumerate(tok) if t in stop_set), len(tok))
+        rows.append((tok[:end], lp[:end]))
+    return rows
+
+
+def _cache_of(out):
+    """(the model output's KV cache, the keyword the next call passes it by): transformers 5
+    calls it `cache`, earlier releases `past_key_values`."""
+    for name in ("cache", "past_key_values"):
+        if getattr(out, name, None) is not None:
+            return getattr(out, name), name
+    raise RuntimeError("the model returned no KV cache")
+
+
+def rollouts(model, tasks, k: int, config, seeds, codec=None) -> list:
     """k episodes of each task, all at once through one `LockstepPolicy` (seeds: one per episode)."""
     from bench.toyenv import toy_episode
 
     jobs = [(task, i, seeds[j * k + i]) for j, task in enumerate(tasks) for i in range(k)]
-    policy = LockstepPolicy(model, len(jobs))
+    policy = LockstepPolicy(model, len(jobs), codec)
 
     def one(job):
         task, i, seed = job
@@ -292,18 +362,30 @@ def run_arm(args, seed: int, arm: str, log=None) -> list[dict]:
     from featdel.trainer.train import TrainConfig, build
 
     torch.set_num_threads(1)
-    model, opt = build(TrainConfig(model=args.preset, seed=seed, lr=args.lr, adamw_lr=args.adamw_lr))
-    model.load_state_dict(torch.load(args.out / f"warmup-seed{args.warmup_seed}.pt"))
+    codec = None
+    if args.model:
+        from types import SimpleNamespace
+
+        from featdel.trainer.hf import build_hf
+
+        model, opt, _, _, codec = build_hf(model_path(args.model), SimpleNamespace(lr=args.lr, adamw_lr=args.adamw_lr),
+                                           1, seed=seed)
+    else:
+        model, opt = build(TrainConfig(model=args.preset, seed=seed, lr=args.lr, adamw_lr=args.adamw_lr))
+        model.load_state_dict(torch.load(args.out / f"warmup-seed{args.warmup_seed}.pt"))
     if args.optimizer == "adamw":  # Adam's step shrinks on noise and on zeros; Muon's does not
         opt = torch.optim.AdamW(model.parameters(), lr=args.adamw_lr, weight_decay=0.1)
     cfg = RLConfig(hints=ARMS[arm], loss=LossConfig(distill=args.distill))
-    teacher = Teacher(model, cfg.teacher) if cfg.hints else None
+    teacher = Teacher(model, cfg.teacher, codec=codec) if cfg.hints else None
     config = dataclasses.replace(TOY_CONFIG, max_turns=args.max_turns)
+    if args.max_action_tokens:
+        config = dataclasses.replace(config, max_action_tokens=args.max_action_tokens)
     rows = []
     for step in range(args.steps):
         t0 = time.monotonic()
         seeds = [task_seed(seed, step, j) * 100 + i for j in range(args.tasks) for i in range(args.k)]
-        trajs = rollouts(model, [make_task(task_seed(seed, step, j)) for j in range(args.tasks)], args.k, config, seeds)
+        trajs = rollouts(model, [make_task(task_seed(seed, step, j)) for j in range(args.tasks)], args.k, config, seeds,
+                         codec)
         t1 = time.monotonic()
         before = torch.cat([q.detach().flatten() for q in model.parameters()])
         if args.skip_no_signal and not with_signal(trajs, hints=cfg.hints):
@@ -319,12 +401,23 @@ def run_arm(args, seed: int, arm: str, log=None) -> list[dict]:
                "turns_per_episode": len(turns) / len(trajs),
                "submitted": sum(t.ended == "submitted" for t in trajs) / len(trajs),
                "update": ((after - before).norm() / before.norm()).item(),  # relative size of the step
+               "actions": [t.action_text[:120] for t in trajs[0].turns][:3],  # what the policy writes
                "sample_s": round(t1 - t0, 2), "train_s": round(time.monotonic() - t1, 2),
                **{k: v for k, v in metrics.items() if k != "reward_mean"}}
         rows.append(row)
         if log:
             log(row)
     return rows
+
+
+def model_path(name: str) -> Path:
+    """A named pretrained model's converted checkpoint (converted once, `featdel model fetch`), or
+    the folder given."""
+    if Path(name).is_dir():
+        return Path(name)
+    from featdel.trainer.pretrained import fetch
+
+    return fetch(name).path
 
 
 def _job(job):
@@ -345,8 +438,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    warm = warm_up(args, args.warmup_seed)
-    warm["hint_signal"] = warmup_hint_signal(args)
+    if args.model:  # its own weights: no warm-up; its hint gap is bench/hint_gap.py's
+        warm = {"model": args.model, "path": str(model_path(args.model))}
+    else:
+        warm = warm_up(args, args.warmup_seed)
+        warm["hint_signal"] = warmup_hint_signal(args)
     print(f"warm-up: {warm}", flush=True)
     rl_started = time.monotonic()
     jobs = [(args, s, a) for a in sorted(args.arms, key=lambda a: not ARMS[a]) for s in args.seeds]  # slow arm first
@@ -413,7 +509,7 @@ def plot(rows, png: Path, summary: dict) -> None:
         ax.set_xlabel("RL step")
     axes[0].legend(fontsize=8)
     cfg = summary["config"]
-    fig.suptitle(f"Targeted RL on the toy environment: preset {cfg['preset']}, k={cfg['k']}, "
+    fig.suptitle(f"Targeted RL on the toy environment: {cfg.get('model') or 'preset ' + cfg['preset']}, k={cfg['k']}, "
                  f"{cfg['tasks']} tasks/step; mean and min-max over seeds, moving average of 5", fontsize=9)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)

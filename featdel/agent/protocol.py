@@ -25,6 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 OPEN, CLOSE = "<tool>", "</tool>"
 STOP = "\n"  # a turn ends at the first newline: the call format is one line
+# The call format in words, for a model that reads text (a chat model's system message): a
+# model trained here learns the format from its warm-up; a pretrained one must be told.
+CALL_FORMAT = (f'Reply with exactly one line, one tool call: {OPEN}{{"name": TOOL, "args": {{...}}}}{CLOSE}, for '
+               f'example {OPEN}{{"name": "read_file", "args": {{"path": "README.md"}}}}{CLOSE}')
 
 
 class _Args(BaseModel):

@@ -97,9 +97,11 @@ class ChatFrame:
 
     @classmethod
     def of(cls, tok, system: str | None = None) -> ChatFrame:
+        from featdel.agent.protocol import CALL_FORMAT
         from featdel.agent.solve import SYSTEM
 
-        system = SYSTEM if system is None else system
+        # the tool-call protocol is one text line, not the chat API's tool calls: the model is told it
+        system = f"{SYSTEM} {CALL_FORMAT}." if system is None else system
 
         def render(messages, gen=False) -> str:
             return tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=gen)
