@@ -2,7 +2,8 @@
 
 In: the directory a run with `coverage_to` left (featdel.lang.javascript.runners): V8 coverage
 files (`NODE_V8_COVERAGE`), each either a cut of one test (`cut-PID-N.json` beside
-`cut-PID-N.label.json`, the test's file and titles: the launcher or featdel's vitest setup file
+`cut-PID-N.label.json`, the test's file and titles (paths where the run mounted the tree,
+`mount.txt`): the launcher or featdel's vitest setup file
 called `v8.takeCoverage()` around the test) or what a whole process ran (`coverage-PID-*.json`,
 written at exit: a node --test child runs one test file, so it counts for every test of that
 file); the env's checkout, its source roots, and the tests allowed as reward. Out: the same
@@ -39,7 +40,9 @@ class Cut:
 
 def read_cuts(data: Path, src: Path, allowed: set[str]) -> list[Cut]:
     """Every coverage file in `data`, tied to the allowed tests it belongs to."""
-    prefix = "file://" + str(src) + "/"
+    mount = data / "mount.txt"  # where the run mounted the tree (runners writes it), else `src` itself
+    root = Path(mount.read_text().strip()) if mount.is_file() else src
+    prefix = "file://" + str(root) + "/"
     by_file: dict[str, list[str]] = defaultdict(list)
     for test in allowed:
         by_file[test.split("::", 1)[0]].append(test)
@@ -55,7 +58,7 @@ def read_cuts(data: Path, src: Path, allowed: set[str]) -> list[Cut]:
         label = path.with_name(path.name.removesuffix(".json") + ".label.json")
         if label.is_file():
             got = json.loads(label.read_text())
-            test = "::".join([_relative(str(got.get("file", "")), src), *map(str, got.get("titles") or [])])
+            test = "::".join([_relative(str(got.get("file", "")), root), *map(str, got.get("titles") or [])])
             tests, coarse = ((test,) if test in allowed else ()), False
             if not got.get("titles"):  # a cut around a whole file (jest in band)
                 tests, coarse = tuple(sorted(by_file.get(test, ()))), True

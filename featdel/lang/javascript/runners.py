@@ -89,6 +89,8 @@ class NodeRunner(SuiteRunner):
                 shutil.rmtree(options.coverage_to, ignore_errors=True)
                 options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copytree(cover, options.coverage_to, symlinks=True)
+                # V8 names files where the tree was mounted (the env's src), wherever the tree lives
+                (options.coverage_to / "mount.txt").write_text(str(self.env.src))
         output = result.stdout + result.stderr
         broken = None
         if stream.problem is not None:

@@ -103,6 +103,6 @@ module.exports = async function runVitest({ cwd, options, report, pkgDir }) {
     settings.testNamePattern = `^(?:${options.select.map((s) => escape(s.titles.join(' '))).join('|')})$`;
   }
   if (options.coverage) settings.setupFiles = [path.join(__dirname, 'featdel_vitest_setup.mjs')];
-  const vitest = await startVitest('test', filters, settings);
+  const vitest = await startVitest('test', filters, settings, { cacheDir: '/tmp/featdel-vite-cache' });
   if (vitest) await vitest.close();
 };

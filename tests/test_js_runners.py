@@ -1,0 +1,261 @@
+"""A JavaScript suite run in the sandbox reports what each test did, keyed by file and title path,
+and nothing a test file does can make it report a pass it did not earn: load errors are kept
+apart from failures, a file that exits at import has no tests, a forged record voids the run.
+
+One install of the runners per session (mocha, jest, vitest, tape; node --test is node's),
+shared as one env's node_modules; every project is a tree the test writes and mounts in the
+env's place, as the grader mounts its start states. Needs node, npm and the npm registry.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from featdel.env.testrun import RunOptions
+from featdel.lang.javascript import envs, runners
+from featdel.lang.javascript.envs import NodeEnv
+from featdel.sandboxes.local import LocalBackend
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None, reason="needs node and npm")
+
+RUNNER_PACKAGES = ["mocha@11", "jest@30", "vitest@4", "tape@5"]
+
+
+@pytest.fixture(scope="session")
+def shared_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("jsenv")
+    (root / "src").mkdir()
+    (root / "package.json").write_text(json.dumps({"name": "featdel-js-runners", "version": "0.0.0", "private": True}))
+    npm = ["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "--cache", str(root / "npm-cache"),
+           *RUNNER_PACKAGES]
+    done = subprocess.run(npm, cwd=root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return root
+
+
+@pytest.fixture(scope="session")
+def backend():
+    backend = LocalBackend()
+    if reason := backend.unavailable():
+        pytest.skip(reason)
+    return backend
+
+
+def project(base: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(text)
+    return base
+
+
+def env_for(root: Path, tree: Path) -> NodeEnv:
+    return NodeEnv(root=root, recipe=envs.recipe(tree))
+
+
+def run(root: Path, tree: Path, backend, **options):
+    return runners.run_suite(env_for(root, tree), backend, RunOptions(timeout_s=120, **options), tree=tree)
+
+
+LIB = "function add(a, b) { return a + b; }\nfunction mul(a, b) { let r = 0; for (let i = 0; i < b; i++) r = add(r, a); return r; }\n" \
+      "module.exports = { add, mul };\n"
+# A test file that, at import, finds the run's channel among its descriptors, writes a forged
+# record that every test passed, and ends the process with status 0.
+FORGER = """
+const fs = require('fs');
+for (const fd of fs.readdirSync('/proc/self/fd')) {
+  try {
+    if (fs.readlinkSync('/proc/self/fd/' + fd).includes('channel-')) {
+      fs.writeSync(Number(fd), '1 ' + 'a'.repeat(64) + ' {"kind":"end","exitstatus":0}\\n');
+    }
+  } catch (e) {}
+}
+process.exit(0);
+"""
+
+
+def test_node_test_ids_outcomes_and_load_errors(shared_root, backend, tmp_path):
+    tree = project(tmp_path, {
+        "package.json": json.dumps({"name": "p", "version": "1.0.0", "scripts": {"test": "node --test test/"}}),
+        "lib/index.js": LIB,
+        "test/math.test.js": """const { describe, it, test } = require('node:test'); const assert = require('assert');
+const { add, mul } = require('../lib');
+describe('math', () => { it('adds', () => assert.equal(add(1, 1), 2)); it('is wrong', () => assert.equal(mul(2, 2), 5));
+  describe('deep', () => { it('muls', () => assert.equal(mul(2, 3), 6)); }); });
+test('later', { skip: true }, () => {});
+test('cannot see the spec', () => assert.equal(process.env.FEATDEL_SPEC, undefined));
+""",
+        "test/broken.test.js": "throw new Error('no such module at load');\n",
+        "test/exits.test.js": "require('node:test')('never runs', () => {}); process.exit(0);\n",
+    })
+    got = run(shared_root, tree, backend)
+    assert got.broken is None, got.output_tail
+    assert got.outcomes == {
+        "test/math.test.js::math::adds": "passed",
+        "test/math.test.js::math::is wrong": "failed",
+        "test/math.test.js::math::deep::muls": "passed",
+        "test/math.test.js::later": "skipped",
+        "test/math.test.js::cannot see the spec": "passed",
+    }
+    assert got.collect_errors == ["test/broken.test.js"]
+    assert "no such module at load" in got.collect_messages["test/broken.test.js"]
+    assert got.report_exitstatus == 1 == got.exit_code
+    picked = run(shared_root, tree, backend, tests=["test/math.test.js::math::deep::muls"])
+    assert picked.outcomes == {"test/math.test.js::math::deep::muls": "passed"}
+
+
+def test_mocha_hooks_grep_and_per_test_coverage(shared_root, backend, tmp_path):
+    from featdel.lang.javascript.coverage import coverage_map
+
+    tree = project(tmp_path / "t", {
+        "package.json": json.dumps({"name": "p", "version": "1.0.0", "scripts": {"test": "mocha test/"}}),
+        "lib/index.js": LIB,
+        "test/a.test.js": """const assert = require('assert'); const { add, mul } = require('../lib');
+describe('math', () => { it('adds', () => assert.equal(add(1, 1), 2)); it('muls', () => assert.equal(mul(2, 3), 6));
+  it('is wrong', () => assert.equal(add(1, 1), 3)); it.skip('later', () => {}); });
+describe('setup', () => { before(() => { throw new Error('hook broke'); }); it('never ran', () => {}); });
+""",
+        "test/b.test.js": "describe('b', () => { it('b1', () => {}); });\nthrow new Error('boom at load');\n",
+    })
+    got = run(shared_root, tree, backend)
+    assert got.broken is None, got.output_tail
+    assert got.outcomes == {
+        "test/a.test.js::math::adds": "passed", "test/a.test.js::math::muls": "passed",
+        "test/a.test.js::math::is wrong": "failed", "test/a.test.js::math::later": "skipped",
+        "test/a.test.js::setup::never ran": "error",
+    }
+    assert got.collect_errors == ["test/b.test.js"]  # its b1 never counts
+    wanted = ["test/a.test.js::math::adds", "test/a.test.js::math::muls"]
+    data = tmp_path / "cov"
+    picked = run(shared_root, tree, backend, tests=wanted, coverage_to=data)
+    assert picked.outcomes == dict.fromkeys(wanted, "passed")
+    cmap = coverage_map(tree, ["lib"], data, set(wanted))
+    tests = {s.qualname: s.tests for s in cmap.symbols}
+    assert tests == {"add": wanted, "mul": ["test/a.test.js::math::muls"]}
+    assert cmap.granularity == "test"
+
+
+def test_jest_outcomes_load_errors_and_selection(shared_root, backend, tmp_path):
+    tree = project(tmp_path, {
+        "package.json": json.dumps({"name": "p", "version": "1.0.0", "scripts": {"test": "jest"}}),
+        "lib/index.js": LIB,
+        "__tests__/a.test.js": """const { add, mul } = require('../lib');
+describe('math', () => { test('adds', () => expect(add(1, 1)).toBe(2)); test('is wrong', () => expect(mul(2, 2)).toBe(5));
+  test.skip('later', () => {}); describe('deep', () => { test('muls', () => expect(mul(2, 3)).toBe(6)); }); });
+""",
+        "__tests__/b.test.js": "throw new Error('boom at load');\n",
+    })
+    got = run(shared_root, tree, backend)
+    assert got.broken is None, got.output_tail
+    assert got.outcomes == {
+        "__tests__/a.test.js::math::adds": "passed", "__tests__/a.test.js::math::is wrong": "failed",
+        "__tests__/a.test.js::math::later": "skipped", "__tests__/a.test.js::math::deep::muls": "passed",
+    }
+    assert got.collect_errors == ["__tests__/b.test.js"]
+    assert not (tree / "node_modules").exists()  # no cache or install in the tree
+    picked = run(shared_root, tree, backend, tests=["__tests__/a.test.js::math::deep::muls"])
+    assert picked.outcomes == {"__tests__/a.test.js::math::deep::muls": "passed"}
+
+
+def test_vitest_typescript(shared_root, backend, tmp_path):
+    tree = project(tmp_path, {
+        "package.json": json.dumps({"name": "p", "version": "1.0.0", "type": "module",
+                                    "scripts": {"test": "vitest run --reporter=dot"}}),
+        "src/math.ts": "export function add(a: number, b: number): number { return a + b; }\n",
+        "test/math.test.ts": """import { describe, expect, test } from 'vitest';
+import { add } from '../src/math';
+describe('math', () => { test('adds', () => expect(add(1, 1)).toBe(2)); test('is wrong', () => expect(add(1, 1)).toBe(3)); });
+test.skip('later', () => {});
+""",
+        "test/broken.test.ts": "const n: number = 1;\nthrow new Error('boom at load ' + n);\n",
+    })
+    got = run(shared_root, tree, backend)
+    assert got.broken is None, got.output_tail
+    assert got.outcomes == {"test/math.test.ts::math::adds": "passed", "test/math.test.ts::math::is wrong": "failed",
+                            "test/math.test.ts::later": "skipped"}
+    assert got.collect_errors == ["test/broken.test.ts"]
+    assert not (tree / "node_modules").exists()  # vite's cache stays out of the tree
+    picked = run(shared_root, tree, backend, tests=["test/math.test.ts::math::adds"])
+    assert picked.outcomes == {"test/math.test.ts::math::adds": "passed"}
+
+
+def test_tape_subtests_todo_and_load_errors(shared_root, backend, tmp_path):
+    tree = project(tmp_path, {
+        "package.json": json.dumps({"name": "p", "version": "1.0.0", "scripts": {"test": "tape 'test/**/*.js'"}}),
+        "index.js": LIB,
+        "test/a.js": """const test = require('tape'); const { add, mul } = require('../');
+test('adds', (t) => { t.equal(add(1, 1), 2); t.end(); });
+test('group', (t) => { t.test('muls', (st) => { st.equal(mul(2, 3), 6); st.end(); });
+  t.test('is wrong', (st) => { st.equal(mul(2, 2), 5); st.end(); }); t.end(); });
+test('someday', { todo: true }, (t) => { t.ok(false); t.end(); });
+""",
+        "test/nested/b.js": "throw new Error('boom at load');\n",
+    })
+    got = run(shared_root, tree, backend)
+    assert got.broken is None, got.output_tail
+    assert got.outcomes == {"test/a.js::adds": "passed", "test/a.js::group": "passed",
+                            "test/a.js::group::muls": "passed", "test/a.js::group::is wrong": "failed",
+                            "test/a.js::someday": "skipped"}
+    assert got.collect_errors == ["test/nested/b.js"]
+
+
+@pytest.mark.parametrize("runner", ["mocha", "jest", "tape"])
+def test_a_forged_record_or_an_early_exit_earns_no_pass(shared_root, backend, tmp_path, runner):
+    script = {"mocha": "mocha test/", "jest": "jest", "tape": "tape test/*.js"}[runner]
+    failing = {"mocha": "it('fails', () => { throw new Error('no'); });",
+               "jest": "test('fails', () => { throw new Error('no'); });",
+               "tape": "require('tape')('fails', (t) => { t.fail('no'); t.end(); });"}[runner]
+    tree = project(tmp_path, {
+        "package.json": json.dumps({"name": "p", "version": "1.0.0", "scripts": {"test": script}}),
+        "test/a.test.js": failing + "\n",
+        "test/z.test.js": FORGER,
+    })
+    got = run(shared_root, tree, backend)
+    assert got.passed() == set()
+    # in the launcher's process the forgery voids the run; in a jest worker it only ends that file
+    assert got.broken is not None or got.outcomes.get("test/a.test.js::fails") == "failed"
+    if runner != "jest":
+        assert any("forged" in t for t in got.trips), got.trips
+
+
+def test_build_env_locks_node_and_reuses(tmp_path, monkeypatch, backend):
+    monkeypatch.setenv("FEATDEL_CACHE", str(tmp_path / "cache"))
+    from featdel.env.sources import resolve
+
+    repo = project(tmp_path / "repo", {
+        "package.json": json.dumps({"name": "tiny", "version": "1.0.0", "scripts": {"test": "node --test"}}),
+        "index.js": LIB,
+        "test/index.test.js": "const test = require('node:test'); const assert = require('assert');\n"
+                              "test('adds', () => assert.equal(require('..').add(2, 2), 4));\n",
+    })
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "base"], cwd=repo, check=True)
+    bare = tmp_path / "tiny.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    source = resolve(str(bare))  # a bare git directory is a source
+    assert source.name == "tiny"
+    recipe = envs.recipe(repo)
+    assert recipe.test_cmd == ["node-test"] and recipe.package_dirs == ["index.js"]
+    env = envs.build_env(source, recipe)
+    assert env.recipe.lock[0] == f"node@{envs.node_version()}"
+    assert (env.root / "package-lock.json").is_file() and (env.root / "ready.json").is_file()
+    again = envs.build_env(source, recipe)
+    assert again == env
+    got = runners.run_suite(env, backend, RunOptions(timeout_s=60))
+    assert got.outcomes == {"test/index.test.js::adds": "passed"}
+
+
+def test_test_command_reads_scripts_through_wrappers():
+    tc = envs.test_command
+    assert tc({"scripts": {"test": "npm run tests-only", "tests-only": "nyc tape 'test/**/*.js'"}}) == ("tape", ["test/**/*.js"])
+    assert tc({"scripts": {"test": "node test/index.js"}, "devDependencies": {"tape": "^5"}}) == ("tape", ["test/index.js"])
+    assert tc({"scripts": {"test": "tsx --test test/a.test.ts"}}) == ("node-test", ["--import", "tsx", "test/a.test.ts"])
+    assert tc({"scripts": {"test": "npm run lint && cross-env CI=1 vitest run"}}) == ("vitest", [])
+    assert tc({"scripts": {"test": "echo none"}, "devDependencies": {"jest": "^29"}}) == ("jest", [])
+    assert tc({}) == ("node-test", [])
+    assert envs.split_node_flags(["--import", "tsx", "test/", "--no-warnings"]) == (["--import", "tsx", "--no-warnings"], ["test/"])
