@@ -259,3 +259,22 @@ def test_test_command_reads_scripts_through_wrappers():
     assert tc({"scripts": {"test": "echo none"}, "devDependencies": {"jest": "^29"}}) == ("jest", [])
     assert tc({}) == ("node-test", [])
     assert envs.split_node_flags(["--import", "tsx", "test/", "--no-warnings"]) == (["--import", "tsx", "--no-warnings"], ["test/"])
+
+
+@pytest.mark.slow
+def test_a_real_npm_tarball_that_ships_its_tests(tmp_path, monkeypatch, backend):
+    """minimist 1.2.8's tarball keeps its tape suite (test/*.js); needs the npm registry."""
+    monkeypatch.setenv("FEATDEL_CACHE", str(tmp_path / "cache"))
+    from featdel.env.sources import checkout, resolve
+
+    source = resolve("npm:minimist@1.2.8")
+    assert resolve("npm:minimist@1.2.8").commit == source.commit  # committed reproducibly
+    tree = tmp_path / "tree"
+    checkout(source, tree)
+    recipe = envs.recipe(tree)
+    assert recipe.test_cmd == ["tape", "test/**/*.js"] and recipe.package_dirs == ["index.js"]
+    env = envs.build_env(source, recipe)
+    got = runners.run_suite(env, backend, RunOptions(timeout_s=300))
+    assert got.broken is None, got.output_tail
+    assert len(got.passed()) >= 50 and set(got.outcomes.values()) == {"passed"}
+    assert "test/bool.js::boolean groups" in got.passed()

@@ -134,7 +134,7 @@ def test_bad_repo_becomes_a_record_and_the_batch_goes_on(tiny_repo, tmp_path, lo
     assert by_source["/missing/repo"].status == RepoStatus.BROKEN
     assert "no such directory" in by_source["/missing/repo"].reason
     assert by_source[str(no_tests)].status == RepoStatus.REJECTED
-    assert by_source[str(no_tests)].reason == "no tests collected: the tree has no test files (an sdist without its tests?)"
+    assert by_source[str(no_tests)].reason == "no tests collected: the tree has no test files (an sdist or npm tarball without its tests?)"
     assert by_source[str(tiny_repo)].status == RepoStatus.MINED
 
 

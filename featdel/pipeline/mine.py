@@ -273,8 +273,12 @@ def _nothing_collected(tree: Path, left_out: list[str]) -> str:
 
     if left_out:
         return f"no tests collected: {len(left_out)} test modules could not be collected, e.g. {left_out[0]}"
-    has_tests = any(is_test_path(p.relative_to(tree).as_posix()) for p in tree.rglob("*.py"))
-    return "no tests collected" + ("" if has_tests else ": the tree has no test files (an sdist without its tests?)")
+    from featdel.lang.javascript import syntax
+
+    has_tests = any(is_test_path(p.relative_to(tree).as_posix()) for p in tree.rglob("*.py")) or bool(
+        syntax.test_files(tree))
+    return "no tests collected" + ("" if has_tests else
+                                   ": the tree has no test files (an sdist or npm tarball without its tests?)")
 
 
 def _leave_out(env, record: RepoRecord, errors: list[str]):
