@@ -36,10 +36,15 @@ from featdel.deletion.body import is_docstring
 from featdel.deletion.equal_stub import EQUAL_LABELS, module_names
 from featdel.deletion.equal_stub import body as equal_body
 from featdel.deletion.splice import DEFINITIONS, Lines, Splice, apply, owned_rows, statement_node
+from featdel.lang import LANGUAGES, for_path
+from featdel.lang.base import EditRefused
 
 MAX_SIMILARITY = 0.9  # the verify stage rejects a task whose score is at or above it
 MIN_TOKENS = 20  # bodies shorter than this (about three short lines) are never compared
-LABELS = ("pass", "return None", "return first argument", *EQUAL_LABELS)
+PYTHON_LABELS = ("pass", "return None", "return first argument", *EQUAL_LABELS)
+# every language's labels, Python's first: the verify stage orders what it reports by this
+LABELS = tuple(dict.fromkeys([*PYTHON_LABELS, *(label for lang in LANGUAGES.values() if lang.edits
+                                                for label in lang.edits.labels)]))
 _CLASSES = {tokenize.NAME: "ID", tokenize.STRING: "STR", tokenize.NUMBER: "NUM", tokenize.NEWLINE: "NEWLINE"}
 _NOISE = {tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
 _NOT_RETURNING = {b"__init__", b"__init_subclass__"}  # returning a value from these is a TypeError
@@ -66,13 +71,16 @@ def stub_variants(original: Path, deletion: Deletion) -> list[StubVariant]:
         by_file.setdefault(path, set()).add(qualname)
     if any(deletion.files.get(p, "") is None or "" in names for p, names in by_file.items()):
         return []
+    langs = {for_path(p) for p in by_file}
+    if len(langs) == 1 and (lang := langs.pop()) is not None and lang.edits is not None:
+        return _variants_by_edits(original, deletion, by_file, lang)
     try:
         plans = {path: _plan(original, path, names, deletion) for path, names in sorted(by_file.items())}
     except (NotApplicable, UnicodeDecodeError):
         return []
     names = {path: module_names(lines.source) for path, (lines, _, _) in plans.items()}
     out: list[StubVariant] = []
-    for label in LABELS:
+    for label in PYTHON_LABELS:
         files = dict(deletion.files)
         for path, (lines, carried, targets) in plans.items():
             stubs = [_body_splice(lines, node, _trivial(node, label, kind, names[path]), deletion.keep_docstrings)
@@ -106,6 +114,53 @@ def _plan(original: Path, path: str, names: set[str], deletion: Deletion) -> tup
     hunks = [h for h in _hunks(old, new) if not any(_touches(h[0], h[1], top, end) for top, end in rows)]
     carried = [Splice(lines.start(i1), lines.start(i2), b"".join(new[j1:j2])) for i1, i2, j1, j2 in hunks]
     return lines, carried, targets
+
+
+def _variants_by_edits(original: Path, deletion: Deletion, by_file: dict[str, set[str]], lang) -> list[StubVariant]:
+    """The same variants for a language with its own edits (featdel.lang.base.Edits): each
+    deleted definition back as it was, its body (a class's: every method's) one of the
+    language's trivial bodies, the deletion's other edits of the file carried over."""
+    plans = {}
+    try:
+        for path, names in sorted(by_file.items()):
+            source = (original / path).read_bytes()
+            every = lang.symbols(source, path)
+            found = [s for s in every if s.qualname in names]
+            outers = [s for s in found if not any(_inside(s, o) for o in found)]
+            if not outers:
+                return []
+            rows = [(s.start_line - 1, s.end_line - 1) for s in outers]
+            targets = []
+            for sym in outers:
+                methods = [m for m in every if m.kind == "method" and _inside(m, sym)] if sym.kind == "class" else [sym]
+                targets += [t for t in methods if t.body_start_byte < t.end_byte] or ([sym] if sym.kind == "class" else [])
+            lines = Lines(source)
+            old, new = _rows(source), _rows((deletion.files.get(path) or source.decode("utf-8")).encode())
+            hunks = [h for h in _hunks(old, new) if not any(_touches(h[0], h[1], top, end) for top, end in rows)]
+            carried = [Splice(lines.start(i1), lines.start(i2), b"".join(new[j1:j2])) for i1, i2, j1, j2 in hunks]
+            bodies = {t: _labelled(lang, t, source) for t in targets}
+            plans[path] = (source, carried, bodies)
+    except (EditRefused, UnicodeDecodeError, OSError):
+        return []
+    out: list[StubVariant] = []
+    for label in lang.edits.labels:
+        files = dict(deletion.files)
+        try:
+            for path, (source, carried, bodies) in plans.items():
+                stubs = [lang.edits.body_splice(t, source, texts.get(label) or texts["{}"]) for t, texts in bodies.items()]
+                files[path] = apply(source, carried + stubs).decode("utf-8")
+        except (EditRefused, ValueError):
+            continue
+        if all(not lang.has_syntax_error(files[p].encode(), p) for p in plans) and all(v.files != files for v in out):
+            out.append(StubVariant(label=label, files=files))
+    return out
+
+
+def _labelled(lang, target: Symbol, source: bytes) -> dict[str, str]:
+    """label -> body text for one definition; a class without methods gets the empty body."""
+    if target.kind == "class":
+        return {"{}": "{}"}
+    return {v.label: v.text for v in lang.edits.stub_variants(target, source)} | {"{}": "{}"}
 
 
 def _hunks(old: list[bytes], new: list[bytes]) -> list[tuple[int, int, int, int]]:

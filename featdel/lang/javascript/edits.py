@@ -17,7 +17,7 @@ original bytes (featdel.lang.base), so several edits of one file compose in one 
   `assert.strictEqual`, `toBe`, chai's `equal`) cannot be faked in JavaScript. In TypeScript each
   return is cast `as any`, so a type-checking runner (ts-jest) runs the variant rather than
   rejecting it. Constructors and setters get an empty body for every label (their value is not
-  the caller's), and so does a function without a plain first parameter for that label.
+  the caller's); a function without a plain first parameter returns undefined for that label.
 - Removal: a definition alone on its lines goes with the comments right above it (unless they
   reach the file's first line: a header or licence) and the blank lines around it collapse to
   the larger run, none left after an opening `{` or before a closing `}`; one sharing its line
@@ -189,8 +189,8 @@ def stub_variants(symbol: Symbol, source: bytes) -> list[StubBody]:
         if not _returns(symbol):
             statements: list[str] = []
         elif label == "return first argument":
-            arg = first_parameter(tree, symbol)
-            statements = [f"return {arg}{cast};"] if arg else []  # no parameter: the empty body
+            arg = first_parameter(tree, symbol) or "undefined"  # no plain parameter: nothing to return
+            statements = [f"return {arg}{cast};"]
         elif label == "equal_anything":
             statements = [f"return {_EQUAL}{cast};"]
         else:
