@@ -156,7 +156,7 @@ class JavaScript:
     def recipe(self, tree: Path):
         from featdel.lang.javascript import envs
 
-        return envs.detect(Path(tree))
+        return envs.recipe(Path(tree))
 
     def build_env(self, source, recipe):
         from featdel.lang.javascript import envs
