@@ -310,6 +310,11 @@ def test_typescript_edits_parse_and_keep_signatures():
             out = apply(source, edits.stub(source, found).splices).decode()
             assert not syntax.has_syntax_error(out.encode(), "shape.ts")
             assert sym.signature.split("(")[0] in out
+    jsx = TSX.encode()
+    for sym in syntax.symbols(jsx, "hello.tsx"):
+        for text in [edits.stub_body(sym, jsx), *(v.text for v in edits.stub_variants(sym, jsx))]:
+            assert not syntax.has_syntax_error(apply(jsx, [edits.body_splice(sym, jsx, text)]), "hello.tsx")
+        assert not syntax.has_syntax_error(apply(jsx, edits.remove(jsx, [sym]).splices), "hello.tsx")
     picked = [s for s in every if s.qualname == "pick"]
     stubbed = apply(source, edits.stub(source, picked).splices).decode()
     assert stubbed.startswith("export function pick(x: string): string;\nexport function pick(x: number): number;\n"
