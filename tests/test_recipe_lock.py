@@ -103,3 +103,22 @@ def test_a_repo_whose_tests_import_pkg_resources_keeps_setuptools(tmp_path, feat
     from featdel.env import tools
 
     assert tools.locked(env.recipe.lock) == {"setuptools"}
+
+
+def test_strip_removes_only_the_tools_a_venv_holds(tmp_path):
+    """A venv made without pip holds none of the tools: nothing to uninstall, and no pip is asked
+    to (a check that counted every tool as present ran `pip uninstall` in a venv with no pip)."""
+    import subprocess
+    import sys
+
+    from featdel.env import tools
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    assert tools.strip(venv, keep=set()) == []
+    fake = tools.site_packages(venv)[0] / "wheel-0.0.dist-info"
+    fake.mkdir()
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: wheel\nVersion: 0.0\n")
+    (fake / "RECORD").write_text("wheel-0.0.dist-info/METADATA,,\nwheel-0.0.dist-info/RECORD,,\n")
+    assert tools.strip(venv, keep={"wheel"}) == []
+    assert tools.strip(venv, keep=set()) == ["wheel"] and not fake.exists()

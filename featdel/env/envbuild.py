@@ -132,12 +132,11 @@ def build_local(row: EnvRow) -> tuple[str, bool]:
     (root / "home").mkdir(parents=True)
     src, venv, log = root / "src", root / "venv", root / "build.log"
     _extract(row.snapshot, src)
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=root, log=log)
-    python = str(venv / "bin" / "python")
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=root, log=log)
     env = {"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "VIRTUAL_ENV": str(venv), "HOME": str(root / "home"),
            "PIP_DISABLE_PIP_VERSION_CHECK": "1", "LANG": "C.UTF-8"}
     wheels = wheelhouse(row, src)
-    pip = [python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels), "--no-deps"]
+    pip = [*tools.host_pip(venv), "install", "-q", "--no-index", "--find-links", str(wheels), "--no-deps"]
     _run([*pip, *requirements(row.lock)], cwd=src, log=log, env=env)
     _run([*pip, "-e", "."], cwd=src, log=log, env=env)
     tools.strip(venv, tools.locked(row.lock), log)  # the lock names the install tools the env kept
@@ -278,7 +277,7 @@ def _editable_requires(tree: Path, wheels: Path, log: Path) -> list[str]:
         return []  # setuptools' legacy path: its wheel is already there
     with tempfile.TemporaryDirectory(prefix="featdel-backend-") as tmp:
         venv = Path(tmp) / "venv"
-        _run([sys.executable, "-m", "venv", str(venv)], cwd=wheels, log=log, timeout=300)
+        _run([sys.executable, "-m", "venv", str(venv)], cwd=wheels, log=log, timeout=300)  # _ASK_BACKEND uses its pip
         python = str(venv / "bin" / "python")
         _run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheels),
               *_build_requires(tree)], cwd=wheels, log=log, timeout=600)

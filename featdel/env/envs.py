@@ -5,9 +5,10 @@ In: a `PinnedSource` and a `Recipe`. Out: an `Env` whose `src/` holds the tree a
 (repo, commit, recipe hash); a `ready.json` marker written last makes a half-built env count as
 missing, so an interrupted build is redone rather than trusted.
 
-The install tools go once the install is done (featdel.env.tools): pip, setuptools and wheel
-leave the venv unless the repository's own code or tests import them, so a test
-run sees no vendored copy of another library that only the installer needed.
+The install tools stay out (featdel.env.tools): the venv is made without pip and the host's pip
+installs into it; pip, setuptools and wheel go in only when the repository's own code or tests
+import them, and one a dependency pulled in leaves after the install, so a test run sees no
+vendored copy of another library that only the installer needed.
 
 Locks: after the install, the venv's distributions (`pip freeze --all`, the repo itself left
 out) and the interpreter's exact version go into `recipe.lock` and `recipe.python`. The
@@ -150,15 +151,22 @@ def build(source: PinnedSource, recipe: Recipe, *, tree_ready: Path | None = Non
         checkout(source, env.src)
     (root / "home").mkdir()
     log = root / "build.log"
-    _run([sys.executable, "-m", "venv", str(env.venv)], cwd=root, env=os.environ, log=log, timeout=300)
-    variables = {**os.environ, **env.environ(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    variables.pop("PYTHONDONTWRITEBYTECODE")  # byte-compiling the venv once saves every test run
-    for argv in recipe.install:
-        _run(argv, cwd=env.src, env=variables, log=log, timeout=timeout_s)
-    _scrub_build_outputs(env.src)
     from featdel.env import tools
 
-    tools.strip(env.venv, tools.keep_for(env.src), log)
+    # no pip in the venv: the host's pip installs into it (tools.host_pip), and the install tools
+    # go in only when the repository's own files import them
+    _run([sys.executable, "-m", "venv", "--without-pip", str(env.venv)], cwd=root, env=os.environ, log=log,
+         timeout=300)
+    variables = {**os.environ, **env.environ(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    variables.pop("PYTHONDONTWRITEBYTECODE")  # byte-compiling the venv once saves every test run
+    keep = tools.keep_for(env.src)
+    if keep:
+        _run([*tools.host_pip(env.venv), "install", "-q", *sorted(keep)], cwd=env.src, env=variables, log=log,
+             timeout=timeout_s)
+    for argv in recipe.install:
+        _run(tools.through_host_pip(argv, env.venv), cwd=env.src, env=variables, log=log, timeout=timeout_s)
+    _scrub_build_outputs(env.src)
+    tools.strip(env.venv, keep, log)  # what a dependency pulled in (setuptools, most often)
     return _locked(env, source)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 # distribution -> the top-level modules it installs that other code may import
@@ -55,12 +56,11 @@ def keep_for(tree: Path) -> set[str]:
 
 
 def strip(venv: Path, keep: set[str], log: Path | None = None) -> list[str]:
-    """Uninstall the tools not in `keep` (pip itself last, by the venv's own pip); return them."""
-    python = str(venv / "bin" / "python")
-    present = {t for t in TOOLS if any(sp.glob(f"{t}-*.dist-info") for sp in site_packages(venv))}
+    """Uninstall the tools present and not in `keep`; return them."""
+    present = {t for t in TOOLS for sp in site_packages(venv) if next(sp.glob(f"{t}-*.dist-info"), None)}
     gone = sorted(present - keep, key=lambda t: t == "pip")
-    if gone:
-        done = subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", *gone], capture_output=True, text=True,
+    if gone:  # the host's pip: the venv's own may be among what goes, or absent
+        done = subprocess.run([*host_pip(venv), "uninstall", "-y", "-q", *gone], capture_output=True, text=True,
                               timeout=300)
         if log is not None:
             with log.open("a") as fh:
@@ -71,6 +71,23 @@ def strip(venv: Path, keep: set[str], log: Path | None = None) -> list[str]:
             raise EnvBuildError(f"could not remove the install tools {', '.join(gone)} from {venv}: "
                                 f"{done.stderr.strip()[-200:]}")
     return gone
+
+
+def host_pip(venv: Path) -> list[str]:
+    """This interpreter's pip, acting on `venv` (`pip --python`): a venv made `--without-pip`
+    never holds the tools at all, which saves the bundled pip's install (ensurepip: seconds of
+    CPU per environment) and its removal afterwards."""
+    return [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "--disable-pip-version-check"]
+
+
+def through_host_pip(argv: list[str], venv: Path) -> list[str]:
+    """A recipe's install command (`python -m pip ...` or `pip ...`) run by `host_pip`; any other
+    command as it is."""
+    if argv[:3] == ["python", "-m", "pip"]:
+        return [*host_pip(venv), *argv[3:]]
+    if argv[:1] == ["pip"]:
+        return [*host_pip(venv), *argv[1:]]
+    return list(argv)
 
 
 def locked(lock: list[str]) -> set[str]:
