@@ -5,10 +5,11 @@
 setuptools carries copies of more_itertools, ordered_set, packaging, jaraco.* and (older
 releases) pyparsing, so when an environment keeps the install tools, a deletion from one of those
 libraries finds its own code in the venv and the leak audit rejects it, correctly. featdel now
-removes pip, setuptools and wheel once the install is done (featdel.env.tools). This bench mines,
-deletes and verifies the same libraries twice, each in its own empty cache: once with
-`featdel.env.tools.strip` replaced by a no-op (the tools stay, as before issue 22), once as
-featdel runs. Same seed, same strategies, same candidate count. Prints per library and mode:
+keeps pip, setuptools and wheel out of the environment (featdel.env.tools: the venv is made without
+pip, the host's pip installs into it). This bench mines, deletes and verifies the same libraries
+twice, each in its own empty cache: once with every tool installed into the venv and none removed
+(`tools.keep_for` says all are needed, `tools.strip` does nothing: the view before issue 22),
+once as featdel runs. Same seed, same strategies, same candidate count. Prints per library and mode:
 candidates, verified, yield, and rejections at the leak gate; then whether the deletions were
 the same in both modes. Resumable per mode under --work.
 """
@@ -37,8 +38,9 @@ def one_mode(work: Path, sources: list[str], candidates: int, jobs: int, keep_to
     from featdel.pipeline.verify import VerifyOptions, verify_all
     from featdel.sandboxes import get_backend
 
-    real_strip = tools.strip
-    if keep_tools:
+    real_strip, real_keep = tools.strip, tools.keep_for
+    if keep_tools:  # every tool installed into the venv and none removed: the view before issue 22
+        tools.keep_for = lambda tree: set(tools.TOOLS)
         tools.strip = lambda venv, keep, log=None: []
     try:
         backend = get_backend("local")
@@ -51,7 +53,7 @@ def one_mode(work: Path, sources: list[str], candidates: int, jobs: int, keep_to
                    check_for=lambda r: make_check(RepoContext.load(run, r), backend))
         verdicts = verify_all(run, backend, VerifyOptions(), jobs=jobs)
     finally:
-        tools.strip = real_strip
+        tools.strip, tools.keep_for = real_strip, real_keep
     out: dict = {}
     for r in records:
         mine_v = [v for v in verdicts if v.repo == r.name and v.status != "refused"]
