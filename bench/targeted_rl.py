@@ -81,6 +81,7 @@ def parse_args(argv=None):
     ap.add_argument("--model", default=None,
                     help="a named pretrained model (featdel model list) or a Hugging Face checkpoint folder: "
                          "the experiment on it from its own weights (no warm-up), in its chat format")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (bench/targeted_rl_gpu.sh runs it on one GPU)")
     ap.add_argument("--max-action-tokens", type=int, default=None,
                     help="tokens one turn may take (default: the toy config's)")
     ap.add_argument("--skip-no-signal", action="store_true",
@@ -122,10 +123,10 @@ def warm_up(args, seed: int) -> dict:
     torch.set_num_threads(1)
     started = time.monotonic()
     seqs = warmup_sequences(args.warmup_episodes, seed=seed)
-    model, opt = build(TrainConfig(model=args.preset, seed=seed))
+    model, opt = build(TrainConfig(model=args.preset, seed=seed, device=args.device))
     rng, losses = random.Random(seed), []
     for _ in range(args.warmup_steps):
-        inputs, targets, mask = pad(rng.sample(seqs, min(args.warmup_batch, len(seqs))))
+        inputs, targets, mask = (t.to(args.device) for t in pad(rng.sample(seqs, min(args.warmup_batch, len(seqs)))))
         losses.append(train_step(model, opt, Batch(inputs=inputs, targets=targets, mask=mask)).item())
         if len(losses) % 50 == 0:
             print(f"seed {seed} warm-up step {len(losses)} loss {losses[-1]:.3f} "
@@ -206,8 +207,8 @@ class _PaddedF:
         keys, s, real = k.shape[2], q.shape[2], self.real
         if keys > real.shape[1]:  # decoded tokens are real
             real = torch.cat([real, real.new_ones(real.shape[0], keys - real.shape[1])], dim=1)
-        own = torch.zeros(s, keys, dtype=torch.bool)  # a pad attends to itself only (no empty row)
-        own[torch.arange(s), torch.arange(keys - s, keys)] = True
+        own = torch.zeros(s, keys, dtype=torch.bool, device=q.device)  # a pad attends to itself only (no empty row)
+        own[torch.arange(s, device=q.device), torch.arange(keys - s, keys, device=q.device)] = True
         mask = attn_mask[None, None] & (real[:, None, None, :] | own[None, None])
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
@@ -226,6 +227,8 @@ def sample_rows(model, contexts, max_tokens: int, *, seed: int):
     for row, ctx in enumerate(contexts):
         ids[row, width - len(ctx):] = torch.tensor(ctx, dtype=torch.long)
         real[row, width - len(ctx):] = True
+    device = next(model.parameters()).device
+    ids, real = ids.to(device), real.to(device)
     saved, model_module.F = model_module.F, _PaddedF(real)
     try:
         out = sample(model, ids, max_tokens, temperature=1.0, seed=seed, stop=STOP_ID)
@@ -251,10 +254,12 @@ def sample_rows_hf(model, contexts, max_tokens: int, *, seed: int, stops: list[i
     for row, ctx in enumerate(contexts):
         ids[row, width - len(ctx):] = torch.tensor(ctx, dtype=torch.long)
         mask[row, width - len(ctx):] = 1
+    device = next(model.parameters()).device
+    ids, mask = ids.to(device), mask.to(device)
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
-    stop_t = torch.tensor(stops, dtype=torch.long)
-    g = torch.Generator().manual_seed(seed)
-    done = torch.zeros(n, dtype=torch.bool)
+    stop_t = torch.tensor(stops, dtype=torch.long, device=device)
+    g = torch.Generator(device=device).manual_seed(seed)
+    done = torch.zeros(n, dtype=torch.bool, device=device)
     tokens, logprobs = [], []
     with torch.no_grad():
         out = hf(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
@@ -341,7 +346,7 @@ def warmup_hint_signal(args) -> dict:
 
     torch.set_num_threads(1)
     model = Transformer(args.preset)
-    model.load_state_dict(torch.load(args.out / f"warmup-seed{args.warmup_seed}.pt"))
+    model.load_state_dict(torch.load(args.out / f"warmup-seed{args.warmup_seed}.pt", map_location="cpu"))
     return hint_signal(model, args.signal_episodes)
 
 
@@ -369,10 +374,11 @@ def run_arm(args, seed: int, arm: str, log=None) -> list[dict]:
         from featdel.trainer.hf import build_hf
 
         model, opt, _, _, codec = build_hf(model_path(args.model), SimpleNamespace(lr=args.lr, adamw_lr=args.adamw_lr),
-                                           1, seed=seed)
+                                           1, device=args.device, seed=seed)
     else:
-        model, opt = build(TrainConfig(model=args.preset, seed=seed, lr=args.lr, adamw_lr=args.adamw_lr))
-        model.load_state_dict(torch.load(args.out / f"warmup-seed{args.warmup_seed}.pt"))
+        model, opt = build(TrainConfig(model=args.preset, seed=seed, lr=args.lr, adamw_lr=args.adamw_lr,
+                                       device=args.device))
+        model.load_state_dict(torch.load(args.out / f"warmup-seed{args.warmup_seed}.pt", map_location=args.device))
     if args.optimizer == "adamw":  # Adam's step shrinks on noise and on zeros; Muon's does not
         opt = torch.optim.AdamW(model.parameters(), lr=args.adamw_lr, weight_decay=0.1)
     cfg = RLConfig(hints=ARMS[arm], loss=LossConfig(distill=args.distill))
