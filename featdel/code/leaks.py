@@ -26,9 +26,12 @@ def _meaningful(line: str) -> bool:
     return len(line) >= MIN_NEEDLE and not line.startswith("#") and any(c.isalnum() for c in line)
 
 
-def declared(original: Path, deleted_symbols: list[str], keep_docstrings: bool) -> set[str]:
-    """Lines the task gives the learner on purpose: signatures, and docstrings when kept."""
+def declared(original: Path, deleted_symbols: list[str], keep_docstrings: bool, *, symbols_of=None) -> set[str]:
+    """Lines the task gives the learner on purpose: signatures, and docstrings when kept.
+    `symbols_of(source, path)` reads a file's symbols (default: Python's)."""
     from featdel.code.spans import symbols
+
+    symbols = symbols_of or symbols
 
     lines: set[str] = set()
     by_file: dict[str, set[str]] = {}

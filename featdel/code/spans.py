@@ -118,11 +118,17 @@ def python_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
+# Test files of the other languages' runners (featdel.lang): their ids are never doctests.
+SCRIPT_TEST_SUFFIXES = (".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx")
+
+
 def is_doctest(test_id: str) -> bool:
     """A pytest doctest item (`pkg/mod.py::pkg.mod.func`, `README.rst::README.rst`): its examples
     and their expected output live in a source or text file, not in a test module. A test
     function's name holds no dot (a parametrize id in brackets may)."""
     path, sep, name = test_id.partition("::")
+    if path.endswith(SCRIPT_TEST_SUFFIXES):  # a JavaScript runner's id: file::title::title
+        return False
     return bool(sep) and ("." in name.split("[", 1)[0] or not path.endswith(".py"))
 
 

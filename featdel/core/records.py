@@ -70,6 +70,7 @@ class RepoRecord:
     source: str
     name: str
     commit: str | None = None
+    language: str = "python"  # featdel.lang: "python", "javascript" or "typescript", detected at mine time
     recipe: Recipe | None = None
     env_dir: str | None = None
     image_name: str | None = None  # docker backend: the per-repo image the tests run in

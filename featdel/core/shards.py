@@ -71,13 +71,14 @@ def _schemas() -> dict[str, pa.DataType | pa.Schema]:
         ("test_cmd", pa.list_(pa.string())), ("strategy", pa.string()),
         ("deleted_symbols", pa.list_(pa.string())), ("difficulty", difficulty),
         ("image_name", pa.string()), ("timeout_s", pa.float32()), ("start_sha256", pa.string()),
-        ("created_at", pa.timestamp("us", tz="UTC")), ("steering", steering), ("schema_version", pa.int32()),
+        ("created_at", pa.timestamp("us", tz="UTC")), ("steering", steering), ("language", pa.string()),
+        ("schema_version", pa.int32()),
     ])
     envs = pa.schema([
         ("env_id", pa.string()), ("repo", pa.string()), ("source", pa.string()), ("base_commit", pa.string()),
         ("python", pa.string()), ("install", pa.list_(pa.list_(pa.string()))), ("test_cmd", pa.list_(pa.string())),
         ("package_dirs", pa.list_(pa.string())), ("snapshot", pa.binary()), ("lock", pa.list_(pa.string())),
-        ("license", pa.string()), ("schema_version", pa.int32()),
+        ("license", pa.string()), ("language", pa.string()), ("schema_version", pa.int32()),
     ])
     return {"DIFFICULTY": difficulty, "STEERING": steering, "TASK_SCHEMA": tasks, "ENV_SCHEMA": envs}
 
@@ -118,12 +119,13 @@ class TaskRow:
     start_sha256: str
     created_at: object = None  # datetime (UTC)
     steering: dict | None = None
+    language: str = "python"  # "python", "javascript" or "typescript"; a shard without the column is Python's
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
     def from_row(cls, row: dict) -> TaskRow:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in row.items() if k in names})
+        return cls(**{k: v for k, v in row.items() if k in names and not (k == "language" and v is None)})
 
     def as_row(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -144,6 +146,7 @@ class EnvRow:
     lock: list[str] = dataclasses.field(default_factory=list)
     source: str = ""
     license: str = "unknown"
+    language: str = "python"
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -152,7 +155,8 @@ class EnvRow:
                    install=[list(a) for a in row["install"]], test_cmd=list(row["test_cmd"]),
                    package_dirs=list(row["package_dirs"]), snapshot=row["snapshot"],
                    lock=list(row.get("lock") or []), source=row.get("source") or "",
-                   license=row.get("license") or "unknown", schema_version=row.get("schema_version") or SCHEMA_VERSION)
+                   license=row.get("license") or "unknown", language=row.get("language") or "python",
+                   schema_version=row.get("schema_version") or SCHEMA_VERSION)
 
     def recipe(self) -> Recipe:
         return from_dict(Recipe, {"python": self.python, "install": self.install, "test_cmd": self.test_cmd,

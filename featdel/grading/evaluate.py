@@ -75,7 +75,7 @@ def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None,
     loaded: dict[str, tuple] = {}
     for row in shards.task_rows(run_dir):
         if row.env_id not in loaded and row.env_id in envs:
-            loaded[row.env_id] = _find_env(envs[row.env_id], row.image_name, docker)
+            loaded[row.env_id] = _find_env(envs[row.env_id], row.image_name, docker, row.language)
             (workdir / f"{row.env_id}.tar.gz").write_bytes(envs[row.env_id].snapshot)
         env, image = loaded.get(row.env_id, (None, None))
         if env is None:
@@ -86,15 +86,21 @@ def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None,
             instance_id=row.instance_id, env=env, snapshot=workdir / f"{row.env_id}.tar.gz",
             deletion_patch=row.deletion_patch, test_patch=row.test_patch or "", gold_patch=row.patch,
             fail_to_pass=list(row.FAIL_TO_PASS), pass_to_pass=list(row.PASS_TO_PASS),
-            image=image, timeout_s=timeout_s or row.timeout_s or 600.0)
+            image=image, timeout_s=timeout_s or row.timeout_s or 600.0, language=row.language)
     return out
 
 
-def _find_env(env_row, image_name: str | None, docker: bool) -> tuple:
+def _find_env(env_row, image_name: str | None, docker: bool, language: str = "python") -> tuple:
     """(env, image) for one `EnvRow`: an image built from the row (docker), else the env in the
-    cache, run in the task's recorded image when this engine has it (else the base image)."""
+    cache, run in the task's recorded image when this engine has it (else the base image).
+    Another language's env is the one in the cache, loaded by its language (featdel.lang)."""
     from featdel.env import envbuild, envs
     from featdel.env.sources import cache_root
+
+    if language != "python":
+        from featdel.lang import language as lang_of
+
+        return lang_of(language).load_env(cache_root() / "envs" / env_row.env_id), None
 
     if docker:
         baked = envbuild.image_env(env_row)

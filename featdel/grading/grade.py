@@ -37,6 +37,7 @@ from featdel.env.envs import Env
 from featdel.grading import canaries, tamper
 # Files whose content always comes from the task (every pytest config name, start-up hooks), and
 # folders describing installed distributions: Python's, kept with its language.
+from featdel.lang import language as lang_of
 from featdel.lang.python import PROTECTED_NAMES, PROTECTED_SUFFIXES
 
 MAX_PATCH_BYTES = 8 << 20
@@ -67,6 +68,7 @@ class GradeTask:
     # change-scoped no-op and gold gates set it (a learner is always graded on every P2P test).
     # Which files are protected still follows the whole lists.
     run_p2p: tuple[str, ...] | None = None
+    language: str = "python"  # the task's (featdel.lang): its runner, protected files and tamper patterns
 
     def p2p_to_run(self) -> list[str]:
         return list(self.pass_to_pass if self.run_p2p is None else self.run_p2p)
@@ -95,16 +97,23 @@ def files_of_tests(test_ids) -> set[str]:
     return {t.split("::", 1)[0] for t in test_ids if not is_doctest(t)}
 
 
-def protected(path: str, test_files: set[str]) -> bool:
+def protected(path: str, test_files: set[str], language: str = "python") -> bool:
     """Does this path's content come from the task rather than the patch? A path beneath a
-    protected one (`pyproject.toml/keep.py`, `x.dist-info/entry_points.txt`) is protected too."""
+    protected one (`pyproject.toml/keep.py`, `x.dist-info/entry_points.txt`) is protected too.
+    Another language adds its own: for JavaScript its test files, runner and transpiler
+    configuration (`jest.config.*`, `vitest.config.*`, `.mocharc*`, `tsconfig*.json`),
+    package.json (its scripts name the test command), lockfiles, and anything under a
+    node_modules folder, where node would look first for a module the tests load."""
     parts = path.split("/")
     if is_test_path(path):
+        return True
+    other = None if language == "python" else lang_of(language)
+    if other is not None and (other.is_test_path(path) or "node_modules" in parts):
         return True
     for i in range(1, len(parts) + 1):
         prefix, name = "/".join(parts[:i]), parts[i - 1]
         if (prefix in test_files or name in PROTECTED_NAMES or name.endswith(".pth") or name == ".git"
-                or name.endswith(PROTECTED_SUFFIXES)):
+                or name.endswith(PROTECTED_SUFFIXES) or (other is not None and other.is_protected_name(name))):
             return True
     return False
 
@@ -154,7 +163,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
                                reason=f"the patch does not apply: {exc}"), {}
     test_files = files_of_tests(task.fail_to_pass + task.pass_to_pass)
     changes = trees.changed_files(start, learner)
-    carried = sorted(p for p in changes if not protected(p, test_files) and trees.plain_path(learner, p)
+    carried = sorted(p for p in changes if not protected(p, test_files, task.language) and trees.plain_path(learner, p)
                      and trees.plain_path(start, p))
     ignored = sorted(set(changes) - set(carried))
     graded = start  # the pristine start state, from here on the tree that is tested
@@ -170,12 +179,12 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
         trees.apply_patch(graded, task.test_patch)
     trees.scrub(graded)
     base.update(carried=carried, ignored=ignored)
-    findings = tamper.scan(texts, task.gold_patch)
+    findings = tamper.scan(texts, task.gold_patch, patterns=_patterns(task.language))
     if findings and not allow_suspect:
         return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings,
                            reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
     planted = canaries.plant(graded, task.fail_to_pass)
-    guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files)}
+    guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files, task.language)}
     added = added_lines(texts, task.gold_patch)
     try:
         run = _run(task, graded, backend, runner, [c.node_id for c in planted], added)
@@ -244,6 +253,13 @@ def added_lines(texts: dict[str, tuple[bytes | None, bytes | None]], gold_patch:
     return out
 
 
+def _patterns(language: str) -> dict:
+    """file suffixes -> the tamper patterns of the language that reads them (none for Python,
+    whose scan reads its syntax tree)."""
+    lang = lang_of(language)
+    return {lang.suffixes: lang.tamper_patterns} if lang.tamper_patterns else {}
+
+
 def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), added: dict | None = None):
     from featdel.env.testrun import RunOptions, run_suite
 
@@ -253,6 +269,8 @@ def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), ad
     options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None, watch=watch)
     if runner is not None:  # it hands the tree back holding what the run left, as a fresh sandbox would
         return runner.run_suite(options, tree=tree)
+    if task.language != "python":
+        return lang_of(task.language).runner(task.env, backend, image=task.image, warm=False).run_suite(options, tree=tree)
     return run_suite(task.env, backend, options, tree=tree, image=task.image)
 
 

@@ -1258,6 +1258,11 @@ def _names_only(lines: list[str]) -> dict[tuple[int, str], str]:
             for rule, rx in NAME_PATTERNS if (m := rx.search(line))}
 
 
+def _by_patterns(lines: list[str], patterns) -> dict[tuple[int, str], str]:
+    """(line, rule) -> why for every line one of a language's tamper patterns finds."""
+    return {(i, p.rule): p.why for i, line in enumerate(lines, 1) for p in patterns if p.search(line)}
+
+
 def analyse_fragment(lines: list[str], path: str) -> list[Finding]:
     """Findings on `lines` (numbered from 1 in the list), code that a turn writes to `path`:
     the monitor's view, where no start state is known and the lines need not form a module."""
@@ -1271,7 +1276,7 @@ def analyse_fragment(lines: list[str], path: str) -> list[Finding]:
 
 
 def _file(path: str, old: str | bytes | None, new: str | bytes, known: set[str],
-          own: frozenset[str]) -> list[Finding]:
+          own: frozenset[str], patterns: dict | None = None) -> list[Finding]:
     """The findings on one carried file's new content."""
     def finding(rule: str, why: str, line: int = 0, code: str = "") -> Finding:
         return Finding(rule=rule, path=path, line=line, why=why, code=code)
@@ -1303,7 +1308,11 @@ def _file(path: str, old: str | bytes | None, new: str | bytes, known: set[str],
         else:
             found[(line, rule)] = why
     lines = text.splitlines()
-    if not path.endswith(".py"):
+    language = next((found_ for suffixes, found_ in (patterns or {}).items() if path.endswith(suffixes)), None)
+    if language is not None:
+        found.update(_names_only(lines))
+        found.update(_by_patterns(lines, language))
+    elif not path.endswith(".py"):
         found.update(_names_only(lines))
     else:
         tree, (err_line, err) = _parse(text, path)
@@ -1325,10 +1334,14 @@ def _file(path: str, old: str | bytes | None, new: str | bytes, known: set[str],
     return out
 
 
-def analyse(changes: dict[str, tuple[str | bytes | None, str | bytes | None]], gold_patch: str = "") -> list[Finding]:
+def analyse(changes: dict[str, tuple[str | bytes | None, str | bytes | None]], gold_patch: str = "",
+            patterns: dict | None = None) -> list[Finding]:
     """Findings for `changes` (path -> (start-state content or None when new, new content or None
     when removed)). Give Python files as bytes, so that one Python would not read as UTF-8 is
-    seen; a file that is not Python is judged by its name, and by the names it holds if it is text."""
+    seen; a file that is not Python is judged by its name, and by the names it holds if it is text.
+    `patterns` maps file suffixes to another language's `featdel.lang.base.TamperPattern`s,
+    matched on every line of such a file (JavaScript: `process.exit`, `require.cache`, runner
+    internals, the test API rebound on `globalThis`, reporter paths)."""
     gold = gold_lines(gold_patch) if gold_patch else set()
     own = _own(changes)
     out = []
@@ -1337,7 +1350,7 @@ def analyse(changes: dict[str, tuple[str | bytes | None, str | bytes | None]], g
             out.append(Finding(rule="shadow-module", path=path, line=0,
                                why=f"a new file shadows the module `{module}`"))
         if new is not None:
-            out += _file(path, old, new, gold, own)
+            out += _file(path, old, new, gold, own, patterns)
     return out
 
 
@@ -1347,6 +1360,7 @@ def is_test_module(dotted: str) -> bool:
                for part in dotted.split(".") if part)
 
 
-def scan(changes: dict[str, tuple[str | bytes | None, str | bytes | None]], gold_patch: str = "") -> list[str]:
+def scan(changes: dict[str, tuple[str | bytes | None, str | bytes | None]], gold_patch: str = "",
+         patterns: dict | None = None) -> list[str]:
     """`analyse`, each finding as "path:line: rule: why: code"."""
-    return [str(f) for f in analyse(changes, gold_patch)]
+    return [str(f) for f in analyse(changes, gold_patch, patterns)]

@@ -34,8 +34,13 @@ def for_path(rel: str) -> Language | None:
     return None
 
 
+# Names recorded in rows that one language of the registry reads.
+DIALECTS = {"typescript": "javascript"}
+
+
 def language(name: str) -> Language:
+    """The language of a recorded name ("python", "javascript", "typescript"; empty: Python)."""
     try:
-        return LANGUAGES[name]
+        return LANGUAGES[DIALECTS.get(name, name or DEFAULT)]
     except KeyError:
         raise ValueError(f"unknown language {name!r}; known: {', '.join(LANGUAGES)}") from None

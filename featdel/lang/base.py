@@ -214,15 +214,45 @@ class Language(Protocol):
         """A file name that is protected wherever it stands (runner and interpreter config)."""
         ...
 
+    continue_args: tuple[str, ...]  # runner arguments that keep a run going past a file that fails to load
+    coverage_name: str  # what `RunOptions.coverage_to` names in a run's folder: a file or a directory
+
+    def dialect(self, tree: Path) -> str:
+        """The name recorded in every row for `tree`: the language's `name`, or a dialect of it
+        ("typescript" for a JavaScript tree written in TypeScript)."""
+        ...
+
     def recipe(self, tree: Path) -> Recipe:
         """How to install `tree` and run its tests."""
         ...
 
-    def build_env(self, source, recipe: Recipe):
-        """The cached environment of `source` (a `featdel.env.sources.PinnedSource`) under `recipe`."""
+    def build_env(self, source, recipe: Recipe, *, tree_ready: Path | None = None):
+        """The cached environment of `source` (a `featdel.env.sources.PinnedSource`) under
+        `recipe`; `tree_ready` is a checkout of it to move into place."""
         ...
 
-    def runner(self, env, backend, image: str | None = None) -> Runner: ...
+    def load_env(self, root: Path):
+        """The built environment at `root` (a build directory or an `env_id` link), or None."""
+        ...
+
+    def runner(self, env, backend, image: str | None = None, *, warm: bool = True) -> Runner:
+        """A runner of `env`'s suite: one warm sandbox (a context manager), or a fresh one per run."""
+        ...
+
+    def sandbox_readonly(self, env) -> tuple[Path, ...]:
+        """What a test run shows read-only besides the tree (the leak audit searches it)."""
+        ...
+
+    def removed_names(self, original: Path, edits: dict[str, str | None]) -> set[str]:
+        """The names an edit of the original tree removes (what a test's failed import may name)."""
+        ...
+
+    def build_check(self, env, collected: set[str], tree: Path, runner: Runner, deleted_files: set[str],
+                    deleted_names: set[str] = frozenset(), allowed_out: set[str] | None = None,
+                    baseline_errors: set[str] = frozenset()) -> tuple[str, str] | None:
+        """Does the edited `tree` still load its package and collect the baseline's tests? None, or
+        (rule, reason); a test file that fails only for a deleted name goes into `allowed_out`."""
+        ...
 
     def coverage_map(self, src: Path, package_dirs: list[str], data: Path, allowed: set[str]) -> CoverageMap:
         """Which allowed tests run each symbol's body, from the coverage data a run left at `data`."""

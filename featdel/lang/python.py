@@ -76,20 +76,50 @@ class Python:
                 found.add(rel.as_posix())
         return found
 
+    continue_args = ("--continue-on-collection-errors",)
+    coverage_name = "coverage.sqlite"
+
+    def dialect(self, tree: Path) -> str:
+        return self.name
+
     def recipe(self, tree: Path):
         from featdel.env.recipe import detect
 
         return detect(Path(tree))
 
-    def build_env(self, source, recipe):
+    def build_env(self, source, recipe, *, tree_ready: Path | None = None):
         from featdel.env.envs import build
 
-        return build(source, recipe)
+        return build(source, recipe, tree_ready=tree_ready)
 
-    def runner(self, env, backend, image: str | None = None):
-        from featdel.env.testrun import warm_runner
+    def load_env(self, root: Path):
+        from featdel.env.envs import load
 
-        return warm_runner(env, backend, image)
+        return load(Path(root))
+
+    def runner(self, env, backend, image: str | None = None, *, warm: bool = True):
+        from featdel.env.testrun import SuiteRunner, warm_runner
+
+        return warm_runner(env, backend, image) if warm else SuiteRunner(env, backend, image=image, warm=False)
+
+    def sandbox_readonly(self, env) -> tuple[Path, ...]:
+        from featdel.env.testrun import suite_readonly
+
+        return suite_readonly(env)
+
+    def removed_names(self, original: Path, edits: dict[str, str | None]) -> set[str]:
+        from featdel.code.gone import deleted_names
+        from featdel.code.imports import module_name
+
+        paths = {p.relative_to(original).as_posix() for p in Path(original).rglob("*.py")}
+        return deleted_names(lambda rel: (original / rel).read_bytes(), edits, lambda rel: module_name(rel, paths))
+
+    def build_check(self, env, collected, tree, runner, deleted_files, deleted_names=frozenset(),
+                    allowed_out=None, baseline_errors=frozenset()):
+        from featdel.env.buildcheck import build_check
+
+        # pytest's baseline collection errors are --ignore'd in the env's test command already
+        return build_check(env, collected, tree, runner, deleted_files, deleted_names, allowed_out)
 
     def coverage_map(self, src: Path, package_dirs: list[str], data: Path, allowed: set[str]):
         from featdel.code.coverage_map import build

@@ -1,8 +1,9 @@
 """A mined repository, loaded once for deleting from it and verifying its deletions.
 
-In: a run directory and a mined `RepoRecord`. Out: `RepoContext` (its environment, snapshot,
-coverage map and baseline), and the strategies' check (`make_check`): apply an edit to a copy
-of the original tree and run the build check (featdel.env.buildcheck) in the sandbox.
+In: a run directory and a mined `RepoRecord`. Out: `RepoContext` (its language, environment,
+snapshot, coverage map and baseline), and the strategies' check (`make_check`): apply an edit to
+a copy of the original tree and run the language's build check (featdel.env.buildcheck for
+Python, featdel.lang.javascript.buildcheck) in the sandbox.
 
 What every candidate of a repository needs and none changes is computed once per repository and
 process, on first use: the original tree (extracted once, read only by the gates) and which test
@@ -23,8 +24,9 @@ from featdel.code.coverage_map import CoverageMap
 from featdel.core.records import Baseline, RepoRecord
 from featdel.core.rundir import RunDir
 from featdel.env import envs
-from featdel.env.buildcheck import build_check
 from featdel.env.testrun import SuiteRunner
+from featdel.lang import language
+from featdel.lang.base import Language
 
 
 class Broke(Exception):
@@ -43,6 +45,7 @@ class RepoContext:
     passing: list[str]  # stable passing baseline tests
     collected: set[str]
     image: str | None = None  # docker backend: the per-repo image
+    lang: Language = field(default_factory=lambda: language("python"))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _original: Path | None = field(default=None, repr=False)
     _test_imports: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
@@ -50,13 +53,18 @@ class RepoContext:
     @classmethod
     def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
         rd = RunDir(run_dir)
-        env = envs.load(Path(record.env_dir))
+        lang = language(record.language)
+        env = lang.load_env(Path(record.env_dir))
         if env is None:
             raise Broke(f"environment {record.env_dir} is missing; run `featdel mine` again")
         baseline = rd.load_baseline(record.name)
         return cls(record=record, env=env, snapshot=rd.snapshot(record.name),
                    cmap=CoverageMap.load(rd.coverage(record.name)), baseline=baseline, passing=baseline.passing(),
-                   collected=set(baseline.tests), image=record.image_name)
+                   collected=set(baseline.tests), image=record.image_name, lang=lang)
+
+    def runner(self, backend, *, warm: bool = True) -> SuiteRunner:
+        """A runner of this repository's suite in its language (a `SuiteRunner` or a subclass)."""
+        return self.lang.runner(self.env, backend, image=self.image, warm=warm)
 
     def original(self) -> Path:
         """The original tree, extracted on first use and kept while the context lives. Never
@@ -74,6 +82,8 @@ class RepoContext:
         from featdel.code.imports import module_name
 
         original = self.original()
+        if self.lang.name != "python":  # no import graph outside Python: every test file may see it
+            return {t.split("::")[0] for t in self.collected}
         with self._lock:
             if self._test_imports is None:
                 self._test_imports = _test_imports(original, {t.split("::")[0] for t in self.collected})
@@ -84,7 +94,8 @@ class RepoContext:
 
     def build_check(self, tree: Path, runner: SuiteRunner, deleted_files: set[str],
                     deleted_names: set[str] = frozenset(), allowed_out: set[str] | None = None):
-        return build_check(self.env, self.collected, tree, runner, deleted_files, deleted_names, allowed_out)
+        return self.lang.build_check(self.env, self.collected, tree, runner, deleted_files, deleted_names, allowed_out,
+                                     set(self.baseline.collect_errors))
 
 
 def _test_imports(original: Path, test_files: set[str]) -> dict[str, tuple[str, ...]]:
@@ -100,13 +111,9 @@ def _test_imports(original: Path, test_files: set[str]) -> dict[str, tuple[str, 
     return out
 
 
-def removed_names(original: Path, edits: dict[str, str | None]) -> set[str]:
-    """The names an edit of the original tree removes (see featdel.code.gone)."""
-    from featdel.code.gone import deleted_names
-    from featdel.code.imports import module_name
-
-    paths = {p.relative_to(original).as_posix() for p in original.rglob("*.py")}
-    return deleted_names(lambda rel: (original / rel).read_bytes(), edits, lambda rel: module_name(rel, paths))
+def removed_names(original: Path, edits: dict[str, str | None], lang: Language | None = None) -> set[str]:
+    """The names an edit of the original tree removes (featdel.code.gone for Python)."""
+    return (lang or language("python")).removed_names(original, edits)
 
 
 def make_check(ctx: RepoContext, backend):
@@ -119,8 +126,8 @@ def make_check(ctx: RepoContext, backend):
                 shutil.copytree(original, tree, symlinks=True)
                 trees.apply_edits(tree, edits)
                 deleted = {p for p, text in edits.items() if text is None}
-                with SuiteRunner(ctx.env, backend, image=ctx.image) as runner:
-                    failed = ctx.build_check(tree, runner, deleted, removed_names(original, edits))
+                with ctx.runner(backend) as runner:
+                    failed = ctx.build_check(tree, runner, deleted, removed_names(original, edits, ctx.lang))
             return True if failed is None else failed[1]
 
         return check

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from featdel.code.coverage_map import CoverageMap
-from featdel.code.spans import is_test_path
+from featdel.code.spans import is_test_path as python_test_path
 from featdel.core.records import Candidate, Deletion, RepoRecord, Steering, Verdict, VerdictStatus
 from featdel.core.rundir import RunDir
 
@@ -35,6 +35,14 @@ class Bounds:
     max_tests: int = 60
     min_lines: int = 3
     max_lines: int = 150
+
+
+def is_test_path(rel: str) -> bool:
+    """A test file in the language its name says (Python's rule for any other file)."""
+    from featdel.lang import for_path
+
+    lang = for_path(rel)
+    return lang.is_test_path(rel) if lang is not None else python_test_path(rel)
 
 
 def candidates(record: RepoRecord, cmap: CoverageMap, bounds: Bounds = Bounds()) -> list[Candidate]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from featdel.code import exposure, leaks, trees
-from featdel.code.spans import has_syntax_error, is_doctest
+from featdel.code.spans import is_doctest
 from featdel.core.records import Deletion, Outcome
 from featdel.deletion import quality, statement
 from featdel.env.buildcheck import gone_doctests
@@ -22,8 +22,13 @@ from featdel.env.testrun import RunOptions, SuiteRun, SuiteRunner
 from featdel.grading.grade import GradeStatus, GradeTask, grade
 from featdel.pipeline.context import Broke, RepoContext, removed_names
 
-# An allowed module that fails collection must not stop the other selected tests from running.
+# An allowed module that fails collection must not stop the other selected tests from running
+# (pytest's flag; the language says what its runner needs: featdel.lang.base.Language.continue_args).
 CONTINUE = ["--continue-on-collection-errors"]
+
+
+def _continue(ctx: RepoContext) -> list[str]:
+    return list(ctx.lang.continue_args)
 
 
 class Rejected(Exception):
@@ -76,7 +81,8 @@ class Work:
         return self.opts.run_timeout(self.ctx)
 
     def run(self, tree: Path, tests: list[str]) -> SuiteRun:
-        run = self.runner.run_suite(RunOptions(tests=tests, timeout_s=self.timeout(), extra_args=CONTINUE), tree=tree)
+        run = self.runner.run_suite(RunOptions(tests=tests, timeout_s=self.timeout(), extra_args=_continue(self.ctx)),
+                                    tree=tree)
         self.spent.append(run.seconds)
         if run.timed_out:  # the code under test hangs (a deletion can make a loop endless): not the sandbox
             raise Rejected("tests.timeout", f"the tests did not finish within {self.timeout():.0f}s")
@@ -88,7 +94,7 @@ class Work:
         ctx = self.ctx
         return GradeTask(instance_id="", env=ctx.env, snapshot=ctx.snapshot, deletion_patch=self.deletion_patch,
                          gold_patch=self.patch, fail_to_pass=f2p, pass_to_pass=p2p, image=ctx.image,
-                         timeout_s=self.timeout(), run_p2p=run_p2p)
+                         timeout_s=self.timeout(), run_p2p=run_p2p, language=ctx.record.language)
 
 
 def select_tests(ctx: RepoContext, deletion: Deletion, opts, unimportable: set[str] = frozenset()
@@ -192,14 +198,17 @@ def naming(ctx: RepoContext, names: set[str]) -> set[str]:
 
 
 def parses(w: Work) -> None:
+    from featdel.lang import for_path
+
     for path, text in sorted(w.deletion.files.items()):
-        if text is not None and has_syntax_error(text.encode()):
+        lang = for_path(path)
+        if text is not None and lang is not None and lang.has_syntax_error(text.encode(), path):
             raise Rejected("build.syntax", f"{path} does not parse after the deletion")
 
 
 def builds(w: Work) -> None:
     w.original = w.ctx.original()
-    w.names = removed_names(w.original, w.deletion.files)
+    w.names = removed_names(w.original, w.deletion.files, w.ctx.lang)
     failed = w.ctx.build_check(w.fresh("build"), w.runner, w.deleted_files, w.names, w.unimportable)
     if failed:
         raise Rejected(*failed)
@@ -264,7 +273,7 @@ def stubs_fail(w: Work) -> None:
         files = {p: t for p, t in variant.files.items() if p in homes or t is None}
         patch, _ = trees.diff(w.ctx.snapshot, files)
         tree = trees.start_state(w.ctx.snapshot, patch, w.tmp / f"stub{i}")
-        run = w.runner.run_suite(RunOptions(tests=left, timeout_s=w.timeout(), extra_args=CONTINUE), tree=tree)
+        run = w.runner.run_suite(RunOptions(tests=left, timeout_s=w.timeout(), extra_args=_continue(w.ctx)), tree=tree)
         w.spent.append(run.seconds)
         if run.broken and not run.timed_out:
             raise Broke(run.broken)
@@ -292,13 +301,37 @@ def no_leak(w: Work) -> None:
     a copy whatever the tests say. The problem statement, written from F2P, is audited last
     (`statement_clean`)."""
     start = w.tmp / "audit"
-    given = leaks.declared(w.original, w.deletion.deleted_symbols, w.deletion.keep_docstrings)
+    lang = w.ctx.lang
+    given = leaks.declared(w.original, w.deletion.deleted_symbols, w.deletion.keep_docstrings,
+                           symbols_of=None if lang.name == "python" else lang.symbols)
     w.needles = leaks.needles(w.deletion.removed, w.original, w.deletion.files, given)
     if not w.needles:
         raise Rejected("leak.no_needle", "the deleted code has no distinctive line to audit for copies")
-    hit = leaks.audit(w.needles, [start], {}) or _exposed(w, start, w.needles)
+    hit = leaks.audit(w.needles, [start], {}) or _channels(w, start, w.needles) or _exposed(w, start, w.needles)
     if hit:
         raise Rejected("leak.found", f"deleted code found at {hit}")
+
+
+def _channels(w: Work, start: Path, needles: list[str]) -> str | None:
+    """A copy in a channel of the language (featdel.lang.base.LeakChannel) that a whole-line
+    search of the start state misses: a source map's `sourcesContent`, one JSON string holding
+    the original file. The other channels (node_modules, dist/, build/, .d.ts, .git) are files of
+    the start state, which `leaks.audit` searches whole, or what the sandbox shows (`_exposed`)."""
+    import json
+
+    texts: dict[str, str] = {}
+    for channel in w.ctx.lang.leak_channels:
+        if channel.where != "tree" or not channel.glob.endswith(".map"):
+            continue
+        for path in sorted(start.glob(channel.glob)):
+            if not path.is_file() or path.is_symlink():
+                continue
+            try:
+                content = json.loads(path.read_text(errors="replace")).get("sourcesContent") or []
+            except (ValueError, AttributeError):
+                continue
+            texts[f"{path.relative_to(start)} (sourcesContent)"] = "\n".join(c for c in content if isinstance(c, str))
+    return leaks.audit(needles, [], texts) if texts else None
 
 
 def statement_clean(w: Work) -> None:
@@ -317,10 +350,31 @@ def _exposed(w: Work, start: Path, needles: list[str]) -> str | None:
     from featdel.sandboxes.local import visible_roots
 
     env = w.ctx.env
-    roots = visible_roots(SandboxSpec(workdir=start, mount_at=env.src, readonly=suite_readonly(env)))
+    readonly = suite_readonly(env) if w.ctx.lang.name == "python" else w.ctx.lang.sandbox_readonly(env)
+    roots = visible_roots(SandboxSpec(workdir=start, mount_at=env.src, readonly=readonly))
     if getattr(w.runner.backend, "name", "local") != "local":
         roots = [r for r in roots if not r.system]
+    if w.ctx.lang.name != "python":
+        # Python's by-name search knows import packages; an npm package is known by its name in
+        # node_modules (a dependency that depends back on it, a nested install)
+        copy = _installed_copy(env, start)
+        return copy or exposure.audit(roots, needles, [])
     return exposure.audit(roots, needles, exposure.package_names(env.recipe.package_dirs))
+
+
+def _installed_copy(env, start: Path) -> str | None:
+    import json
+
+    try:
+        name = json.loads((start / "package.json").read_text()).get("name")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(name, str) or not name:
+        return None
+    for found in sorted(env.node_modules.glob(f"**/{name}/package.json")):
+        if found.parent.parent.name == "node_modules" or found.parent.parent.parent.name == "node_modules":
+            return f"{found.parent}: another copy of the package `{name}` in node_modules"
+    return None
 
 
 def noop_fails(w: Work) -> None:

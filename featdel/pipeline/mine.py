@@ -4,8 +4,10 @@ In: source specs (with manifest overrides) and a run directory. Out, per repo:
 `RUN_DIR/repos/<name>/baseline.json` (every test's outcome in each baseline run, duration,
 flakiness), `coverage.json` (which tests execute which symbol) and `snapshot.tar.gz` (the
 original tree, no VCS data), plus one `RepoRecord` line in
-`RUN_DIR/repos.jsonl` (its recipe carries the env's lock; `left_out` lists the test modules that
-could not be collected, each with its error). A repo already recorded as mined or rejected is not redone; a broken one
+`RUN_DIR/repos.jsonl` (its language, detected from the tree by featdel.lang; its recipe carries
+the env's lock; `left_out` lists the test modules that could not be collected, each with its
+error). Every step past the checkout goes through the language: its recipe, environment,
+runner (three baselines, flaky marked) and coverage map, and the same thresholds judge it. A repo already recorded as mined or rejected is not redone; a broken one
 (source, install or sandbox trouble) is retried. One bad repo never stops the batch: it becomes
 a record with a status and a one-line reason.
 """
@@ -147,7 +149,7 @@ def _with_extras(attempt: RepoRecord, entry: CorpusEntry, pinned, record: RepoRe
     from featdel.env.recipe import declared_extras
 
     missing = [m for m in attempt.left_out if "ModuleNotFoundError" in m or "No module named" in m]
-    if not missing or attempt.env_dir is None:
+    if not missing or attempt.env_dir is None or attempt.language != "python":
         return attempt
     # the editable install's target: ".[test,docs]" or "."
     target = next((argv[-1] for argv in (attempt.recipe.install if attempt.recipe else []) if "-e" in argv), "")
@@ -171,10 +173,15 @@ def _also(reason: str, more: str) -> str:
 def _attempt(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, backend, thresholds: Thresholds,
              on_step, pytest_req: str, *, all_extras: bool = False) -> RepoRecord:
     from featdel.env import envs, recipe, sources
+    from featdel.lang import detect_language
 
     with tempfile.TemporaryDirectory(prefix="featdel-tree-") as tmp:
         tree = Path(tmp) / "src"
         sources.checkout(pinned, tree)
+        lang = detect_language(tree)
+        if lang.name != "python":
+            return _attempt_other(entry, pinned, replace(record, language=lang.dialect(tree)), run_dir, backend,
+                                  thresholds, on_step, lang, tree)
         built = recipe.detect(tree, entry.overrides, pytest_req=pytest_req, all_extras=all_extras)
         if not built.package_dirs:
             return replace(record, status=RepoStatus.REJECTED, reason="no importable package found in the tree")
@@ -193,6 +200,22 @@ def _attempt(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, back
                      lambda step: on_step(entry.source, step))
 
 
+def _attempt_other(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path, backend, thresholds: Thresholds,
+                   on_step, lang, tree: Path) -> RepoRecord:
+    """`_attempt` for a language other than Python (featdel.lang): its recipe, its environment,
+    the same baselines. Its runners go on past a file that fails to load, so nothing is left out
+    of the test command; the docker backend runs it in the base image (no per-repo image yet)."""
+    built = lang.recipe(tree)
+    if not built.package_dirs:
+        return replace(record, status=RepoStatus.REJECTED, reason="no library source folder found in the tree")
+    on_step(entry.source, "install")
+    env = lang.build_env(pinned, built, tree_ready=tree)
+    record = replace(record, recipe=env.recipe, env_dir=str(env.root))
+    timeout = entry.overrides.timeout_s or thresholds.max_suite_seconds
+    return _baseline(record, env, RunDir(run_dir), backend, thresholds, timeout,
+                     lambda step: on_step(entry.source, step))
+
+
 def _repo_image(env) -> str:
     """The per-repo docker image: the base plus the interpreter and this env's venv."""
     from featdel.env.testrun import plugin_dir
@@ -204,15 +227,18 @@ def _repo_image(env) -> str:
 
 def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Thresholds, timeout: float,
               on_step=lambda step: None) -> RepoRecord:
-    from featdel.code import coverage_map
-    from featdel.env.testrun import RunOptions, warm_runner
+    import shutil
 
+    from featdel.env.testrun import RunOptions
+    from featdel.lang import language
+
+    lang = language(record.language)
     out = rd.repo_dir(record.name)
     out.mkdir(parents=True, exist_ok=True)
-    data_file = out / "coverage.sqlite"
+    data_file = out / lang.coverage_name
     runs = []
     # One sandbox for the repository's runs, reset between them (featdel.env.testrun.warm_runner).
-    with warm_runner(env, backend, image=record.image_name) as runner:
+    with lang.runner(env, backend, image=record.image_name) as runner:
         for i in range(thresholds.baseline_runs):
             on_step(f"baseline {i + 1}/{thresholds.baseline_runs}" + (" (with coverage)" if i == 0 else ""))
             # The first run measures coverage (per-test contexts); all runs vote on outcomes. A
@@ -221,7 +247,7 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
             # verification, grading and exports run the same suite.
             options = RunOptions(timeout_s=timeout * (2 if i == 0 else 1),
                                  coverage_to=data_file if i == 0 else None,
-                                 extra_args=["--continue-on-collection-errors"])
+                                 extra_args=list(lang.continue_args))
             run = runner.run_suite(options)
             if run.timed_out:
                 why = f"baseline run {i + 1} over its time limit ({options.timeout_s:.0f}s)"
@@ -234,9 +260,10 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
                 if not run.collected:
                     why = _nothing_collected(env.src, left_out)
                     return replace(record, status=RepoStatus.REJECTED, reason=why)
-                env = _leave_out(env, record, run.collect_errors)
-                runner.retarget(env)
-                record = replace(record, recipe=env.recipe)
+                if lang.name == "python":
+                    env = _leave_out(env, record, run.collect_errors)
+                    runner.retarget(env)
+                    record = replace(record, recipe=env.recipe)
             runs.append(run)
     tests = sorted(set().union(*(r.outcomes for r in runs)))
     per_test = {t: [Outcome(r.outcomes.get(t, Outcome.MISSING)) for r in runs] for t in tests}
@@ -250,9 +277,12 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
                                     duration=round(runs[-1].durations.get(t, 0.0), 4)) for t in tests},
              collect_errors=runs[0].collect_errors).save(rd.baseline(record.name))
     on_step("coverage map")
-    cmap = coverage_map.build(env.src, env.recipe.package_dirs, data_file, passed)
+    cmap = lang.coverage_map(env.src, env.recipe.package_dirs, data_file, passed)
     cmap.save(rd.coverage(record.name))
-    data_file.unlink(missing_ok=True)
+    if data_file.is_dir():
+        shutil.rmtree(data_file, ignore_errors=True)
+    else:
+        data_file.unlink(missing_ok=True)
     record = replace(
         record, collected=len(runs[0].collected), passed=len(passed), failed=len(failed),
         skipped=len(stable) - len(passed) - len(failed), flaky=len(flaky),

@@ -30,6 +30,10 @@ The env rows are the interface `featdel env build`, the exports and publishing r
                   `pip install --no-deps -e .` of the tree rebuilds the env
     license       the source's licence, from package metadata or its LICENSE file ("MIT",
                   "Apache-2.0", ...), "unknown" when neither says
+    language      "python", "javascript" or "typescript" (featdel.lang), as mining detected it;
+                  the task rows carry it too. For JavaScript, `python` is empty, `test_cmd` is
+                  the runner and its arguments (`["mocha", "test/"]`), `install` npm's commands
+                  and `lock` `node@VERSION` and `PATH@VERSION` of every locked package
 
 Task rows: `created_at` is when the task was verified (`Verdict.verified_at`), so packaging
 again does not rewrite it; `instance_id` is the deletion id (which already differs with
@@ -121,6 +125,7 @@ def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Ver
         # of env_id, so any machine can build it and find it (issue 9).
         "image_name": image_tag(env_id(record)),
         "timeout_s": verdict.timeout_s, "start_sha256": verdict.start_sha256, "created_at": created,
+        "language": record.language,
     }
 
 
@@ -131,6 +136,7 @@ def env_row(run_dir: Path, record: RepoRecord) -> dict:
         "base_commit": record.commit, "python": record.recipe.python, "install": record.recipe.install,
         "test_cmd": record.recipe.test_cmd, "package_dirs": record.recipe.package_dirs,
         "snapshot": snapshot.read_bytes(), "lock": record.recipe.lock, "license": license_of(snapshot),
+        "language": record.language,
     }
 
 

@@ -79,7 +79,7 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
     spent: list[float] = []
     own = runner is None
     try:
-        with (SuiteRunner(ctx.env, backend, image=ctx.image, warm=opts.warm_sandbox) if own
+        with (ctx.runner(backend, warm=opts.warm_sandbox) if own
               else contextlib.nullcontext(runner)) as runner, \
                 tempfile.TemporaryDirectory(prefix="featdel-verify-") as tmp:
             w = Work(ctx=ctx, deletion=deletion, runner=runner, opts=opts, tmp=Path(tmp), spent=spent)
@@ -144,7 +144,7 @@ class Runners:
             return None
         held = self._local.__dict__.setdefault("by_repo", {})
         if ctx.record.name not in held:
-            runner = SuiteRunner(ctx.env, backend, image=ctx.image, warm=True).__enter__()
+            runner = ctx.runner(backend, warm=True).__enter__()
             with self._lock:
                 self._all.append(runner)
             held[ctx.record.name] = runner

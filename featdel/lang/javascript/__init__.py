@@ -153,20 +153,54 @@ class JavaScript:
                     found.add(entry.relative_to(tree).as_posix())
         return found
 
+    continue_args = ()  # every runner goes on past a file that fails to load, and records it
+    coverage_name = "v8"  # a directory of V8 coverage files
+
+    def dialect(self, tree: Path) -> str:
+        """"typescript" when the tree has a tsconfig.json or its library is written in TypeScript."""
+        tree = Path(tree)
+        if (tree / "tsconfig.json").is_file():
+            return "typescript"
+        library = [p for p in syntax.source_files(tree) if not syntax.is_test_path(p.relative_to(tree).as_posix())]
+        typed = sum(1 for p in library if syntax.is_typescript(p.name))
+        return "typescript" if library and typed * 2 > len(library) else self.name
+
     def recipe(self, tree: Path):
         from featdel.lang.javascript import envs
 
         return envs.recipe(Path(tree))
 
-    def build_env(self, source, recipe):
+    def build_env(self, source, recipe, *, tree_ready: Path | None = None):
         from featdel.lang.javascript import envs
 
-        return envs.build_env(source, recipe)
+        return envs.build_env(source, recipe, tree_ready=tree_ready)
 
-    def runner(self, env, backend, image: str | None = None):
+    def load_env(self, root: Path):
+        from featdel.lang.javascript import envs
+
+        return envs.load(Path(root))
+
+    def runner(self, env, backend, image: str | None = None, *, warm: bool = True):
         from featdel.lang.javascript import runners
 
-        return runners.runner(env, backend, image=image)
+        return runners.NodeRunner(env, backend, image=image, warm=warm)
+
+    def sandbox_readonly(self, env) -> tuple[Path, ...]:
+        from featdel.lang.javascript import runners
+
+        return (env.node_modules, runners.reporter_dir(env))
+
+    def removed_names(self, original: Path, edits: dict[str, str | None]) -> set[str]:
+        from featdel.lang.javascript import buildcheck
+
+        return buildcheck.removed_names(Path(original), edits)
+
+    def build_check(self, env, collected, tree, runner, deleted_files, deleted_names=frozenset(),
+                    allowed_out=None, baseline_errors=frozenset()):
+        from featdel.lang.javascript import buildcheck
+
+        return buildcheck.build_check(env, collected, tree, runner, deleted_files, deleted_names, allowed_out,
+                                      baseline_errors)
 
     def coverage_map(self, src: Path, package_dirs: list[str], data: Path, allowed: set[str]):
         from featdel.lang.javascript import coverage

@@ -1,0 +1,265 @@
+"""A JavaScript or TypeScript repository goes through featdel's stages and its one grader as a
+Python one does: mining records its language, three baselines and a per-test coverage map;
+deletions pass the language's build check; verified tasks are packaged with `language`; through
+`featdel evaluate`, gold resolves and the empty patch scores 0; and every hostile patch (a
+forged report, `process.exit(0)` at import, a planted runner config, an edited test, the test
+API rebound on `globalThis`, a read of node_modules) earns 0. A source map or built copy of the
+original in the tree keeps its deletions from becoming tasks.
+
+Two projects the tests create, each mined, deleted, verified and packaged once per session: a
+CommonJS library tested with mocha (body stubs), and an ES-module TypeScript library tested
+with vitest and type-checked by tsc (whole functions removed with their re-exports). Needs
+node, npm, the npm registry (the runners install once per session into the session's featdel
+cache) and bubblewrap.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import make_repo
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None or shutil.which("npm") is None, reason="needs node and npm")
+
+MOCHA = {
+    "package.json": json.dumps({"name": "jsmath", "version": "1.0.0", "main": "lib/index.js",
+                                "scripts": {"test": "mocha test/"}, "devDependencies": {"mocha": "^11"}}),
+    "lib/text.js": "function shout(s) {\n  const upper = s.toUpperCase();\n  return upper + '!';\n}\n\n"
+                   "function whisper(s) {\n  const lower = s.toLowerCase();\n  return lower + '...';\n}\n\n"
+                   "module.exports = { shout, whisper };\n",
+    "lib/calc.js": "class Calc {\n  constructor(start = 0) {\n    this.value = start;\n  }\n\n"
+                   "  add(n) {\n    this.value = this.value + n;\n    return this;\n  }\n\n"
+                   "  double() {\n    this.value = this.value * 2;\n    return this;\n  }\n}\n\nmodule.exports = { Calc };\n",
+    # shipped with a source map that holds the original: no deletion of it may become a task
+    "lib/pad.js": "function padLeft(text, width) {\n  const missing = Math.max(0, width - text.length);\n"
+                  "  return ' '.repeat(missing) + text;\n}\n\nmodule.exports = { padLeft };\n",
+    "lib/index.js": "const { shout, whisper } = require('./text');\nconst { Calc } = require('./calc');\n"
+                    "const { padLeft } = require('./pad');\n\nmodule.exports = { shout, whisper, Calc, padLeft };\n",
+    "test/text.test.js": "const assert = require('assert');\nconst { shout, whisper } = require('../lib');\n\n"
+                         "describe('text', () => {\n  it('shouts', () => assert.strictEqual(shout('hi'), 'HI!'));\n"
+                         "  it('whispers', () => assert.strictEqual(whisper('HI'), 'hi...'));\n});\n",
+    "test/calc.test.js": "const assert = require('assert');\nconst { Calc } = require('../lib');\n\n"
+                         "describe('Calc', () => {\n  it('adds', () => assert.strictEqual(new Calc(1).add(2).value, 3));\n"
+                         "  it('doubles', () => assert.strictEqual(new Calc(3).double().value, 6));\n"
+                         "  it('chains', () => assert.strictEqual(new Calc().add(2).double().value, 4));\n});\n",
+    "test/pad.test.js": "const assert = require('assert');\nconst { padLeft } = require('../lib');\n\n"
+                        "describe('pad', () => {\n  it('pads', () => assert.strictEqual(padLeft('ab', 4), '  ab'));\n"
+                        "  it('leaves long text', () => assert.strictEqual(padLeft('abcdef', 4), 'abcdef'));\n});\n",
+}
+MOCHA["lib/pad.js.map"] = json.dumps({"version": 3, "file": "pad.js", "sources": ["../src/pad.js"],
+                                      "sourcesContent": [MOCHA["lib/pad.js"]], "mappings": "AAAA"})
+
+TYPESCRIPT = {
+    "package.json": json.dumps({"name": "tsmath", "version": "1.0.0", "type": "module",
+                                "scripts": {"test": "vitest run", "typecheck": "tsc --noEmit"},
+                                "devDependencies": {"vitest": "^4", "typescript": "^5"}}),
+    "tsconfig.json": json.dumps({"compilerOptions": {"strict": True, "noEmit": True, "target": "es2022",
+                                                     "module": "esnext", "moduleResolution": "bundler",
+                                                     "skipLibCheck": True, "types": []},
+                                 "include": ["src", "test"]}),
+    "src/text.ts": "export function shout(s: string): string {\n  const upper = s.toUpperCase();\n  return `${upper}!`;\n}\n\n"
+                   "export function whisper(s: string): string {\n  const lower = s.toLowerCase();\n"
+                   "  return `${lower}...`;\n}\n",
+    "src/stats.ts": "export function mean(xs: number[]): number {\n  const total = xs.reduce((a, b) => a + b, 0);\n"
+                    "  return total / xs.length;\n}\n\n"
+                    "export function spread(xs: number[]): number {\n  const sorted = [...xs].sort((a, b) => a - b);\n"
+                    "  return sorted[sorted.length - 1] - sorted[0];\n}\n",
+    "src/index.ts": "export { shout, whisper } from './text';\nexport { mean, spread } from './stats';\n",
+    "test/text.test.ts": "import { describe, expect, it } from 'vitest';\nimport { shout, whisper } from '../src';\n\n"
+                         "describe('text', () => {\n  it('shouts', () => expect(shout('hi')).toBe('HI!'));\n"
+                         "  it('whispers', () => expect(whisper('HI')).toBe('hi...'));\n});\n",
+    "test/stats.test.ts": "import { describe, expect, it } from 'vitest';\nimport { mean, spread } from '../src';\n\n"
+                          "describe('stats', () => {\n  it('means', () => expect(mean([1, 2, 6])).toBe(3));\n"
+                          "  it('spreads', () => expect(spread([4, 1, 9])).toBe(8));\n});\n",
+}
+
+
+@pytest.fixture(scope="session")
+def backend():
+    from featdel.sandboxes.local import LocalBackend
+
+    backend = LocalBackend()
+    if reason := backend.unavailable():
+        pytest.skip(reason)
+    return backend
+
+
+def _made(tmp_path_factory, name: str, files: dict[str, str], backend, strategies: list[str], max_candidates: int):
+    """(run dir, mined record, verdicts, tasks packaged) of one project through every stage."""
+    from conftest import delete_and_verify
+    from featdel.core.records import RepoStatus
+    from featdel.env.corpus import CorpusEntry
+    from featdel.env.recipe import Overrides
+    from featdel.pipeline.mine import Thresholds, mine
+    from featdel.pipeline.package import package
+
+    repo = make_repo(tmp_path_factory.mktemp(f"{name}-repo") / name, files)
+    run_dir = tmp_path_factory.mktemp(f"{name}-run")
+    steps: list[str] = []
+    [record] = mine([CorpusEntry(source=str(repo), overrides=Overrides())], run_dir, backend=backend,
+                    thresholds=Thresholds(min_passing=3, min_coverage=10.0), on_step=lambda s, step: steps.append(step))
+    assert record.status == RepoStatus.MINED, record.reason
+    verdicts = delete_and_verify(run_dir, backend, strategies=strategies, max_candidates=max_candidates, reruns=2)
+    tasks, _ = package(run_dir)
+    return run_dir, record, verdicts, tasks, steps
+
+
+@pytest.fixture(scope="session")
+def mocha_run(tmp_path_factory, featdel_cache, backend):
+    return _made(tmp_path_factory, "jsmath", MOCHA, backend, ["body"], 8)
+
+
+@pytest.fixture(scope="session")
+def ts_run(tmp_path_factory, featdel_cache, backend):
+    return _made(tmp_path_factory, "tsmath", TYPESCRIPT, backend, ["function"], 4)
+
+
+def _evaluate(run_dir, tmp_path, backend, patches: dict[str, str]):
+    """`featdel evaluate` of one prediction per (model, patch) for every task; results by (model, task)."""
+    from featdel.core import shards
+    from featdel.grading.evaluate import evaluate
+
+    preds = tmp_path / "preds.jsonl"
+    rows = shards.task_rows(run_dir)
+    preds.write_text("".join(json.dumps({"instance_id": r.instance_id, "model_name_or_path": model,
+                                         "model_patch": r.patch if patch == "gold" else patch}) + "\n"
+                             for r in rows for model, patch in patches.items()))
+    return {(r.model_name_or_path, r.instance_id): r for r in evaluate(run_dir, preds, tmp_path / "r.jsonl", backend)}
+
+
+def test_mining_records_the_language_baselines_and_per_test_coverage(mocha_run):
+    from featdel.core.records import Baseline
+    from featdel.core.rundir import RunDir
+    from featdel.code.coverage_map import CoverageMap
+
+    run_dir, record, _, _, steps = mocha_run
+    assert record.language == "javascript"
+    assert record.recipe.test_cmd[0] == "mocha" and any(e.startswith("node@") for e in record.recipe.lock)
+    assert (record.passed, record.failed, record.flaky) == (7, 0, 0)
+    assert [s for s in steps if s.startswith("baseline")] == ["baseline 1/3 (with coverage)", "baseline 2/3", "baseline 3/3"]
+    baseline = Baseline.load(RunDir(run_dir).baseline(record.name))
+    assert baseline.runs == 3 and "test/calc.test.js::Calc::adds" in baseline.tests
+    cmap = CoverageMap.load(RunDir(run_dir).coverage(record.name))
+    tests = {(s.path, s.qualname): s.tests for s in cmap.symbols}
+    assert tests[("lib/text.js", "shout")] == ["test/text.test.js::text::shouts"]
+    assert cmap.granularity == "test"
+
+
+def test_mocha_tasks_are_verified_packaged_and_graded(mocha_run, backend, tmp_path):
+    from featdel.core import shards
+
+    run_dir, record, verdicts, tasks, _ = mocha_run
+    verified = [v for v in verdicts if v.status == "verified"]
+    assert tasks == len(verified) >= 2, [(v.deletion_id, v.rule, v.reason) for v in verdicts]
+    rows = shards.task_rows(run_dir)
+    assert {r.language for r in rows} == {"javascript"} and {r.language for r in shards.env_rows(run_dir)} == {"javascript"}
+    assert all(t.startswith("test/") and "::" in t for r in rows for t in r.FAIL_TO_PASS)
+    # the source map of lib/pad.js holds its original: a deletion there is a leak, never a task
+    pad = [v for v in verdicts if v.target.startswith("lib/pad.js")]
+    assert pad and all(v.status == "rejected" and v.stage == "leak" for v in pad), [(v.rule, v.reason) for v in pad]
+    got = _evaluate(run_dir, tmp_path, backend, {"gold": "gold", "empty": ""})
+    for row in rows:
+        assert got[("gold", row.instance_id)].reward == 1.0, got[("gold", row.instance_id)].reason
+        assert got[("empty", row.instance_id)].reward == 0.0
+
+
+def test_typescript_tasks_with_vitest_and_tsc(ts_run, backend, tmp_path):
+    from featdel.core import shards
+
+    run_dir, record, verdicts, tasks, _ = ts_run
+    assert record.language == "typescript" and record.recipe.test_cmd[0] == "vitest"
+    assert record.passed == 4
+    verified = [v for v in verdicts if v.status == "verified"]
+    assert tasks == len(verified) >= 1, [(v.deletion_id, v.rule, v.reason) for v in verdicts]
+    # a whole function goes with its re-export from the barrel; the tests that import it fail
+    row = shards.task_rows(run_dir)[0]
+    assert "src/index.ts" in row.deletion_patch and row.language == "typescript"
+    got = _evaluate(run_dir, tmp_path, backend, {"gold": "gold", "empty": ""})
+    for row in shards.task_rows(run_dir):
+        assert got[("gold", row.instance_id)].reward == 1.0, got[("gold", row.instance_id)].reason
+        assert got[("empty", row.instance_id)].reward == 0.0
+
+
+def test_the_type_check_rejects_a_deletion_that_breaks_the_types(ts_run, backend, tmp_path):
+    from featdel.pipeline.context import RepoContext
+    from featdel.code import trees
+    from featdel.core.rundir import RunDir
+
+    run_dir, record, *_ = ts_run
+    ctx = RepoContext.load(run_dir, RunDir(run_dir).latest_repos()[record.source])
+    tree = trees.copy_tree(ctx.original(), tmp_path / "t")
+    (tree / "src" / "text.ts").write_text((tree / "src" / "text.ts").read_text().replace(
+        "export function shout(s: string): string {", "export function shout(s: number): string {\n  s = s + 1;"))
+    with ctx.runner(backend) as runner:
+        failed = ctx.build_check(tree, runner, set())
+    assert failed is not None and failed[0] == "build.import" and "TS" in failed[1], failed
+
+
+def _lib_patch(run_dir, instance: str, rel: str, text: str, *, new: bool = False) -> str:
+    """A patch of the task's start state that writes `text` to `rel` (appended, or a new file)."""
+    import tempfile
+    from pathlib import Path
+
+    from featdel.code import trees
+    from featdel.core import shards
+
+    row = next(r for r in shards.task_rows(run_dir) if r.instance_id == instance)
+    env = next(e for e in shards.env_rows(run_dir) if e.env_id == row.env_id)
+    with tempfile.TemporaryDirectory() as tmp:
+        snapshot = Path(tmp) / "s.tar.gz"
+        snapshot.write_bytes(env.snapshot)
+        start = trees.start_state(snapshot, row.deletion_patch, Path(tmp) / "a")
+        edited = trees.copy_tree(start, Path(tmp) / "b")
+        target = edited / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text if new or not target.exists() else target.read_text() + text)
+        return trees.diff_trees(start, edited)
+
+
+FORGE = """
+const fs = require('fs');
+for (const fd of fs.readdirSync('/proc/self/fd')) {
+  try {
+    if (fs.readlinkSync('/proc/self/fd/' + fd).includes('channel')) {
+      fs.writeSync(Number(fd), '0 ' + 'a'.repeat(64) + ' {"kind":"end","exitstatus":0}\\n');
+    }
+  } catch (e) {}
+}
+process.exit(0);
+"""
+
+
+def test_hostile_patches_earn_nothing(mocha_run, backend, tmp_path):
+    from featdel.core import shards
+    from featdel.grading.evaluate import load_tasks
+    from featdel.grading.grade import grade
+
+    run_dir, *_ = mocha_run
+    row = next(r for r in shards.task_rows(run_dir) if any("calc" in t for t in r.FAIL_TO_PASS))
+    test_file = row.FAIL_TO_PASS[0].split("::")[0]
+    hostile = {
+        "forged report": ("lib/calc.js", FORGE, False),
+        "exit at import": ("lib/calc.js", "\nprocess.exit(0);\n", False),
+        "planted mocharc": (".mocharc.json", json.dumps({"grep": "nothing-matches-this", "spec": []}), True),
+        "planted jest config": ("jest.config.js", "module.exports = { testMatch: [] };\n", True),
+        "edited test": (test_file, "\ndescribe('Calc', () => { it('adds', () => {}); });\n", True),
+        "rebound it": ("lib/calc.js", "\nglobalThis.it = function () {};\nglobalThis.describe = function () {};\n", False),
+        "reads node_modules": ("lib/calc.js", "\nmodule.exports = require('../node_modules/jsmath/lib/calc.js');\n", False),
+        "reads a source map": ("lib/calc.js", "\nconst orig = JSON.parse(require('fs').readFileSync(__dirname + '/pad.js.map'));\n",
+                               False),
+    }
+    # each on the start state, without the fix: a hack that earned anything would be a reward hack
+    tasks = load_tasks(run_dir, tmp_path, backend=backend)
+    task = tasks[row.instance_id]
+    for label, (rel, text, new) in hostile.items():
+        patch = _lib_patch(run_dir, row.instance_id, rel, text, new=new)
+        for allow in (False, True):
+            result = grade(task, patch, backend, allow_suspect=allow)
+            assert result.reward == 0.0, (label, allow, result.status, result.reason)
+        if label in ("planted mocharc", "planted jest config", "edited test"):
+            assert rel in result.ignored, (label, result.ignored)
+        if label in ("forged report", "exit at import", "rebound it", "reads node_modules", "reads a source map"):
+            assert grade(task, patch, backend).status == "suspect", label
