@@ -141,7 +141,8 @@ describe('setup', () => { before(() => { throw new Error('hook broke'); }); it('
 
 def test_jest_outcomes_load_errors_and_selection(shared_root, backend, tmp_path):
     tree = project(tmp_path, {
-        "package.json": json.dumps({"name": "p", "version": "1.0.0", "scripts": {"test": "jest"}}),
+        # `--env node` takes a value (vercel/ms tests so): read as a flag, jest fails to start
+        "package.json": json.dumps({"name": "p", "version": "1.0.0", "scripts": {"test": "jest --env node"}}),
         "lib/index.js": LIB,
         "__tests__/a.test.js": """const { add, mul } = require('../lib');
 describe('math', () => { test('adds', () => expect(add(1, 1)).toBe(2)); test('is wrong', () => expect(mul(2, 2)).toBe(5));
@@ -258,7 +259,23 @@ def test_test_command_reads_scripts_through_wrappers():
     assert tc({"scripts": {"test": "npm run lint && cross-env CI=1 vitest run"}}) == ("vitest", [])
     assert tc({"scripts": {"test": "echo none"}, "devDependencies": {"jest": "^29"}}) == ("jest", [])
     assert tc({}) == ("node-test", [])
+    # pnpm and yarn run a binary by its name (unjs/defu: `pnpm lint && pnpm test:types && pnpm vitest run`)
+    assert tc({"scripts": {"test": "pnpm lint && pnpm vitest run", "lint": "oxlint src"}}) == ("vitest", [])
+    assert tc({"scripts": {"test": "yarn jest --ci"}}) == ("jest", ["--ci"])
+    assert tc({"scripts": {"test": "pnpm exec mocha test/"}}) == ("mocha", ["test/"])
     assert envs.split_node_flags(["--import", "tsx", "test/", "--no-warnings"]) == (["--import", "tsx", "--no-warnings"], ["test/"])
+
+
+def test_recipe_resolves_foreign_locks_loosely_and_adds_what_a_ts_jest_config_needs(tmp_path):
+    tree = project(tmp_path / "a", {"package.json": json.dumps({"scripts": {"test": "vitest run"}}), "pnpm-lock.yaml": ""})
+    assert [argv[4:] for argv in envs.recipe(tree).install] == [["--legacy-peer-deps", "install", "--package-lock-only"],
+                                                                 ["--legacy-peer-deps", "ci"]]
+    tree = project(tmp_path / "b", {"package.json": json.dumps({"scripts": {"test": "jest"}}), "package-lock.json": "{}",
+                                    "jest.config.ts": "export default {};\n"})
+    assert [argv[4:] for argv in envs.recipe(tree).install] == [["install", "--package-lock-only", "--save-dev", "ts-node@10"],
+                                                                 ["ci"]]
+    (tree / "package.json").write_text(json.dumps({"scripts": {"test": "jest"}, "devDependencies": {"ts-node": "^10"}}))
+    assert [argv[4:] for argv in envs.recipe(tree).install] == [["ci"]]
 
 
 @pytest.mark.slow

@@ -35,6 +35,10 @@ from featdel.env.sources import PinnedSource, cache_root, checkout
 
 RUNNERS = ("mocha", "jest", "vitest", "node-test", "tape")
 LOCKS = ("npm-shrinkwrap.json", "package-lock.json")
+# Other managers' locks: npm cannot install from them, and the trees they lock were resolved
+# without npm's peer rules (pnpm and yarn warn where npm 7+ refuses: unjs/defu's unbuild wants
+# typescript 5 beside its typescript 6), so npm resolves such a tree with --legacy-peer-deps.
+FOREIGN_LOCKS = ("pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock")
 # Tried in this order when the test script names no runner.
 _BY_DEPENDENCY = (("vitest", "vitest"), ("jest", "jest"), ("mocha", "mocha"), ("tape", "tape"))
 # Words before the runner in a test script that only wrap it (coverage tools, env setters).
@@ -84,7 +88,15 @@ def recipe(tree: Path) -> Recipe:
     runner, args = test_command(pkg)
     has_lock = any((tree / name).is_file() for name in LOCKS)
     npm = ["npm", "--no-audit", "--no-fund", "--ignore-scripts"]
+    if not has_lock and any((tree / name).is_file() for name in FOREIGN_LOCKS):
+        npm.append("--legacy-peer-deps")
     install = [[*npm, "ci"]] if has_lock else [[*npm, "install", "--package-lock-only"], [*npm, "ci"]]
+    deps = {**(pkg.get("dependencies") or {}), **(pkg.get("devDependencies") or {})}
+    if runner == "jest" and any((tree / f"jest.config.{x}").is_file() for x in ("ts", "mts", "cts")) and not (
+            {"ts-node", "esbuild-register"} & deps.keys()):
+        # jest reads a TypeScript config only through ts-node, an optional peer that npm leaves
+        # out and pnpm installs (vercel/ms): it goes into the env's copy of package.json and lock
+        install.insert(len(install) - 1, [*npm, "install", "--package-lock-only", "--save-dev", "ts-node@10"])
     return Recipe(python="", install=install, test_cmd=[runner, *args], package_dirs=source_roots(tree))
 
 
@@ -113,10 +125,16 @@ def _from_script(script: str, scripts: dict, deps: dict, depth: int) -> tuple[st
         if not words:
             continue
         head, rest = Path(words[0]).name, words[1:]
-        if head in ("npm", "yarn", "pnpm") and depth < 4:
+        if head in ("npm", "yarn", "pnpm", "bun") and depth < 4:
             named = [w for w in rest if not w.startswith("-") and w not in ("run", "run-script", "--")]
             if named and named[0] in scripts:
                 inner = _from_script(str(scripts[named[0]]), scripts, deps, depth + 1)
+                if inner is not None:
+                    return inner
+            elif named and head != "npm" and rest[0] != "run":
+                # `pnpm vitest run`, `yarn jest`, `pnpm exec mocha`: a binary, not a script
+                words = rest[1:] if rest[0] in ("exec", "dlx") else rest
+                inner = _from_script(shlex.join(words), scripts, deps, depth + 1)
                 if inner is not None:
                     return inner
             continue

@@ -12,6 +12,14 @@ const path = require('path');
 
 const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
+// jest's own short names, and the options that read the next word as their value (`--env node`:
+// vercel/ms tests with `jest --env node`).
+const ALIASES = { c: 'config', i: 'runInBand', w: 'maxWorkers', env: 'testEnvironment', t: 'testNamePattern' };
+const TAKES_VALUE = new Set(['config', 'rootDir', 'testEnvironment', 'testPathPattern', 'testPathPatterns',
+  'testPathIgnorePatterns', 'testMatch', 'testRegex', 'testTimeout', 'maxWorkers', 'selectProjects', 'roots',
+  'preset', 'seed', 'shard', 'testRunner', 'testNamePattern', 'moduleDirectories', 'setupFiles',
+  'setupFilesAfterEnv', 'maxConcurrency', 'testEnvironmentOptions', 'outputFile', 'coverageDirectory']);
+
 function parseArgs(args) {
   const argv = { _: [] };
   for (let i = 0; i < args.length; i += 1) {
@@ -19,12 +27,10 @@ function parseArgs(args) {
     if (!arg.startsWith('-')) { argv._.push(arg); continue; }
     let [key, value] = arg.replace(/^--?/, '').split(/=(.*)/s);
     key = key.replace(/-([a-z])/g, (_, c) => c.toUpperCase());
-    if (key === 'c') key = 'config';
-    if (key === 'i') key = 'runInBand';
+    key = ALIASES[key] || key;
     if (value === undefined) {
       const next = args[i + 1];
-      if (['config', 'rootDir', 'testPathPattern', 'testPathPatterns', 'testTimeout', 'maxWorkers', 'selectProjects'].includes(key)
-          && next !== undefined) { value = String(next); i += 1; } else value = true;
+      if (TAKES_VALUE.has(key) && next !== undefined) { value = String(next); i += 1; } else value = true;
     }
     if (key.startsWith('no') && value === true) { argv[key[2].toLowerCase() + key.slice(3)] = false; continue; }
     argv[key] = value === 'true' ? true : value === 'false' ? false : value;
