@@ -263,3 +263,48 @@ def test_hostile_patches_earn_nothing(mocha_run, backend, tmp_path):
             assert rel in result.ignored, (label, result.ignored)
         if label in ("forged report", "exit at import", "rebound it", "reads node_modules", "reads a source map"):
             assert grade(task, patch, backend).status == "suspect", label
+
+
+def test_show_materialize_and_the_evaluate_command_on_a_js_task(mocha_run, tmp_path):
+    from typer.testing import CliRunner
+
+    from featdel.cli.main import app
+    from featdel.core import shards
+
+    run_dir, *_ = mocha_run
+    row = shards.task_rows(run_dir)[0]
+    shown = CliRunner().invoke(app, ["show", str(run_dir), row.instance_id], prog_name="featdel")
+    assert shown.exit_code == 0 and "javascript" in shown.output and row.FAIL_TO_PASS[0] in shown.output, shown.output
+    made = CliRunner().invoke(app, ["materialize", str(run_dir), row.instance_id, str(tmp_path / "start")],
+                              prog_name="featdel")
+    assert made.exit_code == 0, made.output
+    assert "node_modules/.bin/mocha" in made.output and (tmp_path / "start" / "lib" / "calc.js").is_file()
+    assert not (tmp_path / "start" / "node_modules").exists()
+    preds = tmp_path / "p.jsonl"
+    preds.write_text(json.dumps({"instance_id": row.instance_id, "model_patch": row.patch, "model_name_or_path": "gold"}))
+    done = CliRunner().invoke(app, ["evaluate", str(run_dir), "--predictions", str(preds), "--out", str(tmp_path / "r.jsonl")],
+                              prog_name="featdel")
+    assert done.exit_code == 0, done.output
+    [result] = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert (result["status"], result["reward"]) == ("resolved", 1.0)
+
+
+def test_similarity_reads_javascript_tokens(tmp_path):
+    from featdel.deletion import quality
+    from featdel.lang import language
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "a.js").write_text(
+        "function lru(cache, key, limit) {\n  const hit = cache.get(key);\n"
+        "  if (hit !== undefined) { cache.delete(key); cache.set(key, hit); }\n"
+        "  while (cache.size > limit) { cache.delete(cache.keys().next().value); }\n  return hit;\n}\n")
+    renamed = ("function mru(store, name, max) {\n  const found = store.get(name);\n"
+               "  if (found !== undefined) { store.delete(name); store.set(name, found); }\n"
+               "  while (store.size > max) { store.delete(store.keys().next().value); }\n  return found;\n}\n")
+    other = ("function area(w, h) {\n  if (w < 0 || h < 0) throw new Error('negative side');\n  const a = w * h;\n"
+             "  return Math.round(a * 100) / 100 + 0;\n}\n")
+    js = language("javascript")
+    copied = quality.similarity([renamed], tmp_path, lang=js)
+    assert copied.score >= quality.MAX_SIMILARITY and copied.nearest == "lib/a.js::lru"
+    assert quality.similarity([other], tmp_path, lang=js).score < 0.5
+    assert quality.similarity([renamed], tmp_path, lang=js, exclude={"lib/a.js::lru"}).score == 0.0

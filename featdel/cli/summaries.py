@@ -97,7 +97,7 @@ def show_task(run_dir, instance_id: str) -> None:
         raise RunDirError(f"no task {instance_id} in {run_dir}; `featdel show {run_dir}` lists them")
     row = rows[0]
     out = Console(width=None if sys.stdout.isatty() else 160)
-    out.rule(f"{row.instance_id}  ({row.strategy}, {row.repo} @ {row.base_commit[:12]})")
+    out.rule(f"{row.instance_id}  ({row.strategy}, {row.repo} @ {row.base_commit[:12]}, {row.language})")
     out.print(Markdown(row.problem_statement))
     out.rule("FAIL_TO_PASS")
     out.print("\n".join(row.FAIL_TO_PASS))

@@ -241,7 +241,7 @@ def _body_splice(lines: Lines, outer, text: bytes, keep_docstring: bool) -> Spli
     return Splice(lines.content_end(colon.start_point[0]), end, indent + text)
 
 
-def similarity(deleted: list[str], start: Path, *, exclude: AbstractSet[str] = frozenset()) -> Similarity:
+def similarity(deleted: list[str], start: Path, *, exclude: AbstractSet[str] = frozenset(), lang=None) -> Similarity:
     """How close the deleted code comes to bodies left in the start state's source files (test
     files and `exclude`d "path::qualname" aside). Each snippet's score is its best
     `SequenceMatcher.ratio` of normalised token streams; a deletion of several snippets scores
@@ -249,10 +249,12 @@ def similarity(deleted: list[str], start: Path, *, exclude: AbstractSet[str] = f
     feature look copied, while a single near-copied definition still scores as high as before.
     A snippet that is one definition is compared by its body; a class's with class bodies, any
     other's (a function, a bare body, a module) with function and method bodies."""
-    wanted = [(k, t) for k, t in (_snippet_tokens(s) for s in deleted) if len(t) >= MIN_TOKENS]
+    other = lang is not None and lang.edits is not None  # a language with its own syntax (featdel.lang)
+    tokens_of = (lambda s: _script_snippet(s, lang)) if other else _snippet_tokens
+    wanted = [(k, t) for k, t in (tokens_of(s) for s in deleted) if len(t) >= MIN_TOKENS]
     if not wanted:
         return Similarity(score=0.0)
-    units = list(_start_units(start, exclude))
+    units = list(_script_units(start, exclude, lang) if other else _start_units(start, exclude))
     scored = []  # (tokens, best ratio, nearest ref) per snippet
     for kind, tokens in wanted:
         best, nearest = 0.0, ""
@@ -284,6 +286,50 @@ def _start_units(start: Path, exclude: AbstractSet[str]):
             ref = f"{rel}::{sym.qualname}"
             if ref not in exclude and len(tokens := _tokens(_body(source, sym))) >= MIN_TOKENS:
                 yield ref, "class" if sym.kind == "class" else "function", tokens
+
+
+def _script_units(start: Path, exclude: AbstractSet[str], lang):
+    """`_start_units` for another language: its source files' bodies as tree-sitter tokens."""
+    for path in lang.source_files(start):
+        rel = path.relative_to(start).as_posix()
+        if lang.is_test_path(rel):
+            continue
+        source = path.read_bytes()
+        for sym in lang.symbols(source, rel):
+            ref = f"{rel}::{sym.qualname}"
+            body = source[sym.body_start_byte : sym.end_byte]
+            if ref not in exclude and len(tokens := _leaf_tokens(body, rel, lang)) >= MIN_TOKENS:
+                yield ref, "class" if sym.kind == "class" else "function", tokens
+
+
+def _script_snippet(snippet: str, lang) -> tuple[str, list[str]]:
+    """(kind, tokens) of a deleted snippet of another language: one definition by its body."""
+    path = "snippet" + lang.suffixes[-1]  # the widest grammar (TSX reads JS and TS alike)
+    data = textwrap.dedent(snippet).encode()
+    found = [s for s in lang.symbols(data, path) if "." not in s.qualname]
+    if len(found) == 1 and found[0].start_byte <= len(data) - len(data.lstrip()) + 1:
+        sym = found[0]
+        return "class" if sym.kind == "class" else "function", _leaf_tokens(data[sym.body_start_byte : sym.end_byte], path, lang)
+    return "function", _leaf_tokens(data, path, lang)
+
+
+def _leaf_tokens(data: bytes, path: str, lang) -> list[str]:
+    """Leaves of the syntax tree: identifiers -> ID, strings -> STR, numbers -> NUM, keywords
+    and operators as written, comments dropped (as `_tokens` does for Python)."""
+    out: list[str] = []
+    stack = [lang.parse(data, path).root_node]
+    while stack:
+        node = stack.pop()
+        kind = node.type
+        if kind == "comment":
+            continue
+        if kind in ("string", "template_string", "regex"):
+            out.append("STR")
+        elif node.child_count == 0:
+            out.append("ID" if "identifier" in kind else "NUM" if kind == "number" else node.text.decode("utf-8", "replace"))
+        else:
+            stack.extend(reversed(node.children))
+    return out
 
 
 def _snippet_tokens(snippet: str) -> tuple[str, list[str]]:

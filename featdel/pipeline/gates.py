@@ -288,7 +288,8 @@ def stubs_fail(w: Work) -> None:
 def not_similar(w: Work) -> None:
     start = w.fresh("audit")
     w.start_sha256 = trees.tree_digest(start)
-    similar = quality.similarity(w.deletion.removed, start, exclude=set(w.deletion.deleted_symbols))
+    similar = quality.similarity(w.deletion.removed, start, exclude=set(w.deletion.deleted_symbols),
+                                 lang=None if w.ctx.lang.name == "python" else w.ctx.lang)
     w.similarity = round(similar.score, 4)
     if similar.score >= w.opts.max_similarity:
         raise Rejected("similar.copy", f"the deleted code is {similar.score:.2f} similar to {similar.nearest}, "
