@@ -10,7 +10,8 @@ read the same in both languages. Three steps, each in the sandbox:
      (TypeScript, or built output the tree does not hold) is left to the next steps;
   2. TypeScript: the repository's own type check, `tsc --noEmit` from its node_modules, when it
      has typescript and a tsconfig.json, and only when the original tree passes it (a package
-     whose types were broken upstream is not the edit's fault);
+     whose types were broken upstream is not the edit's fault); an error in a test file that
+     names a deleted name is the missing feature, not a broken build;
   3. the suite runs whole (a JS runner loads a file by running it, so a run is its collect): no
      run that breaks, no new load error, and every baseline test still has an outcome.
 A test file that fails to load only because it imports a deleted name (ES `does not provide an
