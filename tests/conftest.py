@@ -157,6 +157,39 @@ def packaged_tiny(tmp_path_factory, featdel_cache, local_backend) -> Path:
     return run_dir
 
 
+# --- JavaScript/TypeScript: the two projects of tests/js_projects.py, packaged once per session ---
+
+@pytest.fixture(scope="session")
+def js_backend():
+    """The local sandbox, for tests that need node and npm besides (skipped without them)."""
+    import shutil
+
+    from featdel.sandboxes.local import LocalBackend
+
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("needs node and npm")
+    backend = LocalBackend()
+    if reason := backend.unavailable():
+        pytest.skip(reason)
+    return backend
+
+
+@pytest.fixture(scope="session")
+def mocha_run(tmp_path_factory, featdel_cache, js_backend):
+    """(run dir, record, verdicts, tasks, steps) of the mocha project (body stubs)."""
+    from js_projects import MOCHA, made
+
+    return made(tmp_path_factory, "jsmath", MOCHA, js_backend, ["body"], 8)
+
+
+@pytest.fixture(scope="session")
+def ts_run(tmp_path_factory, featdel_cache, js_backend):
+    """(run dir, record, verdicts, tasks, steps) of the TypeScript project (whole functions, vitest)."""
+    from js_projects import TYPESCRIPT, made
+
+    return made(tmp_path_factory, "tsmath", TYPESCRIPT, js_backend, ["function"], 4)
+
+
 # --- The real pretrained model (tests/model_server.py): converted and served once per session ---
 
 @pytest.fixture(scope="session")

@@ -108,7 +108,7 @@ class TaskEnv:
                             test_timeout_s=config.test_timeout_s)
         self.hint_ctx = HintContext(test_files=frozenset(t.split("::", 1)[0]
                                                          for t in task.grade.fail_to_pass + task.grade.pass_to_pass),
-                                    max_action_chars=config.max_action_tokens)
+                                    max_action_chars=config.max_action_tokens, language=task.grade.language)
 
     def prompt(self) -> str:
         return prompt_text(self.task, self.ws.visible_failing())
@@ -180,7 +180,8 @@ def play(env: Env, policy: Policy, config: EpisodeConfig = EpisodeConfig(), *, r
     patch, reward, status, reason = env.finish(ended)
     return Trajectory(instance_id=env.instance_id, rollout=rollout, seed=seed, prompt_len=prompt_len,
                       tokens=tokens, mask=mask, turns=turns, hints=hints, ended=ended, patch=patch, reward=reward,
-                      status=status, reason=reason, seconds=round(time.monotonic() - started, 3))
+                      status=status, reason=reason, seconds=round(time.monotonic() - started, 3),
+                      language=env.hint_ctx.language)
 
 
 def _act(policy: Policy, codec: Codec, context: list[int], allowance: int, seed: int) -> tuple[list[int], list[float]]:
@@ -242,7 +243,7 @@ def rollouts(task: AgentTask, policy: Policy, backend, *, k: int, config: Episod
         except Exception:  # noqa: BLE001 - one rollout's failure is a record, not a dead group
             return Trajectory(instance_id=task.instance_id, rollout=i, seed=seed + i, prompt_len=0, tokens=[], mask=[],
                               turns=[], hints=[], ended="error", patch="", reward=0.0, status="broken",
-                              reason=traceback.format_exc(limit=4)[-1500:])
+                              reason=traceback.format_exc(limit=4)[-1500:], language=task.grade.language)
 
     with ThreadPoolExecutor(max_workers=workers or k, thread_name_prefix="rollout") as pool:
         return list(pool.map(one, range(k)))

@@ -24,6 +24,7 @@ from featdel.grading.grade import protected
 class HintContext:
     test_files: frozenset[str] = field(default_factory=frozenset)  # files of the task's tests
     max_action_chars: int = 2000  # an action longer than this is "far too long"
+    language: str = "python"  # the task's: its test files and runner configuration are protected
 
 
 class Rule(Protocol):
@@ -57,7 +58,7 @@ class TestEdit:
     name = "test_edit"
 
     def check(self, turn, history, ctx):
-        hit = [p for p in turn.touched if protected(p, set(ctx.test_files))]
+        hit = [p for p in turn.touched if protected(p, set(ctx.test_files), ctx.language)]
         if hit:
             return (f"The tests and test configuration are fixed ({hit[0]}): edits to them are not graded. "
                     "Change the source code so the existing tests pass.")

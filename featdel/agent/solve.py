@@ -131,7 +131,7 @@ class ChatLearner:
             patch, reward, status, reason = final_patch(env.start, env.work), 0.0, "not_graded", ""
         return Trajectory(instance_id=task.instance_id, rollout=0, seed=0, prompt_len=0, tokens=[], mask=[],
                           turns=turns, hints=hints, ended=ended, patch=patch, reward=reward, status=status,
-                          reason=reason, seconds=round(time.monotonic() - started, 3))
+                          reason=reason, seconds=round(time.monotonic() - started, 3), language=task.grade.language)
 
     def _turn(self, index: int, reply, env: TaskEnv) -> tuple[Turn, list[dict]]:
         """One reply: the call it makes (run on the tree) and the messages that answer it."""

@@ -4,7 +4,8 @@ In: what an episode produced. Out: a `Trajectory` whose `tokens` are the whole e
 the policy's sampled ids, observations) and whose `mask` is 1 exactly on the policy's own
 tokens, so a loss trains only those; each `Turn` says where its action starts (`action_start`,
 the position a hint is inserted before for the teacher: `featdel.trainer.rl_loss.insert_hint`),
-what was parsed and what was observed. One trajectory is one JSON line
+what was parsed and what was observed, and the task's language (lines written before it was
+recorded read as Python's). One trajectory is one JSON line
 (`save_trajectories`/`read_trajectories`), for the monitor and for inspection; the ids are
 never re-tokenised from text, so the trainer scores what was sampled.
 """
@@ -73,6 +74,7 @@ class Trajectory:
     status: str  # the grader's status; "not_submitted"; "broken": not the learner's doing, do not train on it
     reason: str = ""
     seconds: float = 0.0
+    language: str = "python"  # the task's (featdel.lang): which files the monitor takes for tests and config
 
     def policy_tokens(self) -> list[int]:
         return [t for t, m in zip(self.tokens, self.mask, strict=True) if m]

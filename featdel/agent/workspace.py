@@ -9,7 +9,10 @@ observation.
 Paths are confined to the tree: relative, no `..` and no `.git` component, and whatever symlinks
 the tree holds (code run by the tests can plant them) the real path must stay inside the tree.
 Reading and writing happen here on the host; only `run_tests` executes code, in the sandbox,
-through `featdel.env.testrun.run_suite` with the tree mounted where the environment expects it.
+through the runner of the task's language (`featdel.grading.grade.run_tests`: pytest for Python,
+node's launcher for JavaScript and TypeScript) with the tree mounted where the environment
+expects it. Test ids are the language's (`tests/test_a.py::test_x`, `test/a.test.js::suite::it`):
+the part before the first `::` is a file of the tree either way.
 That code can write anything into the tree, `.git/config` and `.gitattributes` included, so
 `apply_patch` runs git through `featdel.code.hostgit` (featdel's own repository and config, none of
 the tree's), and after every run the `.git` entries and planted `.gitattributes` are swept out.
@@ -142,7 +145,8 @@ class Workspace:
         return Observation(text=f"patched {', '.join(paths)}", touched=paths)
 
     def _run_tests(self, tests: list[str] | None = None) -> Observation:
-        from featdel.env.testrun import RunOptions, run_suite
+        from featdel.env.testrun import RunOptions
+        from featdel.grading.grade import run_tests
 
         if self.task is None:
             return Observation(text="error: this work tree has no task to test", ok=False)
@@ -151,8 +155,7 @@ class Workspace:
         chosen = tests or self.visible_failing() or None
         kept = hostgit.gitattributes(self.root)
         try:
-            run = run_suite(self.task.env, self.backend, RunOptions(tests=chosen, timeout_s=self.test_timeout_s),
-                            tree=self.root, image=self.task.image)
+            run = run_tests(self.task, self.root, self.backend, RunOptions(tests=chosen, timeout_s=self.test_timeout_s))
         finally:
             hostgit.sweep(self.root, kept)  # no .git or planted .gitattributes outlives the run
         if run.broken:

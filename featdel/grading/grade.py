@@ -261,7 +261,7 @@ def _patterns(language: str) -> dict:
 
 
 def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), added: dict | None = None):
-    from featdel.env.testrun import RunOptions, run_suite
+    from featdel.env.testrun import RunOptions
 
     wanted = task.fail_to_pass + task.p2p_to_run()
     tests = wanted + list(extra) if len(wanted) <= MAX_IDS_ON_COMMAND_LINE else None
@@ -269,6 +269,15 @@ def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), ad
     options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None, watch=watch)
     if runner is not None:  # it hands the tree back holding what the run left, as a fresh sandbox would
         return runner.run_suite(options, tree=tree)
+    return run_tests(task, tree, backend, options)
+
+
+def run_tests(task: GradeTask, tree: Path, backend, options):
+    """One run of `task`'s suite on `tree` in a fresh sandbox, through the runner of the task's
+    language (pytest's for Python, node's launcher for JavaScript): the grader's and the
+    learner's `run_tests` tool's (featdel.agent.workspace)."""
+    from featdel.env.testrun import run_suite
+
     if task.language != "python":
         return lang_of(task.language).runner(task.env, backend, image=task.image, warm=False).run_suite(options, tree=tree)
     return run_suite(task.env, backend, options, tree=tree, image=task.image)

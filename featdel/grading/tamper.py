@@ -1263,10 +1263,14 @@ def _by_patterns(lines: list[str], patterns) -> dict[tuple[int, str], str]:
     return {(i, p.rule): p.why for i, line in enumerate(lines, 1) for p in patterns if p.search(line)}
 
 
-def analyse_fragment(lines: list[str], path: str) -> list[Finding]:
+def analyse_fragment(lines: list[str], path: str, patterns: dict | None = None) -> list[Finding]:
     """Findings on `lines` (numbered from 1 in the list), code that a turn writes to `path`:
-    the monitor's view, where no start state is known and the lines need not form a module."""
+    the monitor's view, where no start state is known and the lines need not form a module.
+    `patterns` as for `analyse`: a file another language reads is matched with its patterns too."""
     found = _fragment(lines, _own([path])) if path.endswith(".py") else _names_only(lines)
+    language = next((found_ for suffixes, found_ in (patterns or {}).items() if path.endswith(suffixes)), None)
+    if language is not None and not path.endswith(".py"):
+        found.update(_by_patterns(lines, language))
     for i, line in enumerate(lines[:2] if path.endswith(".py") else ()):
         if (m := COOKIE.match(line)) and m.group(1).lower().replace("_", "-") not in ("utf-8", "utf8", "utf-8-sig"):
             found[(i + 1, "encoding-cookie")] = f"declares {m.group(1)}"
