@@ -76,8 +76,9 @@ def test_env_rows_have_the_promised_columns_lock_licence_and_no_local_path(tmp_p
     assert package(run_dir) == (1, 1)
     [env] = read_envs(run_dir).to_pylist()
     assert ENV_SCHEMA.names == ["env_id", "repo", "source", "base_commit", "python", "install", "test_cmd",
-                                "package_dirs", "snapshot", "lock", "license", "language", "schema_version"]
+                                "package_dirs", "snapshot", "lock", "license", "language", "install_files", "schema_version"]
     assert env["lock"] == LOCK and env["license"] == "MIT" and env["language"] == "python"
+    assert env["install_files"] == []  # Python's lock is `lock`
     [record] = RunDir(run_dir).mined()
     assert env["env_id"] == envs.env_id("tinylib", record.commit, record.recipe)
     assert env["env_id"].startswith("tinylib-") and len(env["env_id"]) == len("tinylib-") + 16

@@ -71,6 +71,7 @@ def env_build(
     from featdel.core.progress import StepProgress
     from featdel.core.rundir import RunDir
     from featdel.env.envbuild import build_all
+    from featdel.lang import rebuild_env
 
     backend = renamed(ctx, "sandbox", sandbox, backend, "--backend", "--sandbox")
     if tasks and backend != "docker":
@@ -80,7 +81,7 @@ def env_build(
 
         ids = [r.env_id for r in env_rows(run_dir, only)]
         with StepProgress(f"building ({backend})", ids) as progress:
-            built = build_all(run_dir, backend=backend, only=only, on_step=progress.step)
+            built = build_all(run_dir, backend=backend, only=only, on_step=progress.step, build=rebuild_env)
         if tasks and not any(b.status == "failed" for b in built):
             from featdel.env import taskimage
 

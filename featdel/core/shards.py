@@ -78,7 +78,9 @@ def _schemas() -> dict[str, pa.DataType | pa.Schema]:
         ("env_id", pa.string()), ("repo", pa.string()), ("source", pa.string()), ("base_commit", pa.string()),
         ("python", pa.string()), ("install", pa.list_(pa.list_(pa.string()))), ("test_cmd", pa.list_(pa.string())),
         ("package_dirs", pa.list_(pa.string())), ("snapshot", pa.binary()), ("lock", pa.list_(pa.string())),
-        ("license", pa.string()), ("language", pa.string()), ("schema_version", pa.int32()),
+        ("license", pa.string()), ("language", pa.string()),
+        ("install_files", pa.list_(pa.struct([("path", pa.string()), ("text", pa.string())]))),
+        ("schema_version", pa.int32()),
     ])
     return {"DIFFICULTY": difficulty, "STEERING": steering, "TASK_SCHEMA": tasks, "ENV_SCHEMA": envs}
 
@@ -147,6 +149,10 @@ class EnvRow:
     source: str = ""
     license: str = "unknown"
     language: str = "python"
+    # Files the install read besides the tree, {"path", "text"} each, relative to the env root:
+    # a JavaScript env's package.json, its lock (npm's, resolved at mine time when the tree had
+    # none) and .npmrc. Python's lock is `lock`; its rows have none.
+    install_files: list[dict] = dataclasses.field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
@@ -156,6 +162,7 @@ class EnvRow:
                    package_dirs=list(row["package_dirs"]), snapshot=row["snapshot"],
                    lock=list(row.get("lock") or []), source=row.get("source") or "",
                    license=row.get("license") or "unknown", language=row.get("language") or "python",
+                   install_files=[{"path": f["path"], "text": f["text"]} for f in row.get("install_files") or []],
                    schema_version=row.get("schema_version") or SCHEMA_VERSION)
 
     def recipe(self) -> Recipe:

@@ -99,15 +99,23 @@ class Built:
 
 
 def build_all(run_dir: Path, *, backend: str = "local", only: str | None = None,
-              on_step: Callable[[str, str], None] = lambda item, step: None) -> list[Built]:
-    """Build every env of the run (or `only` one); a failure is recorded, never the end of the batch."""
+              on_step: Callable[[str, str], None] = lambda item, step: None,
+              build: Callable[[EnvRow, str], tuple[str, bool]] | None = None) -> list[Built]:
+    """Build every env of the run (or `only` one); a failure is recorded, never the end of the batch.
+    `build(row, backend)` builds one row (`featdel.lang.rebuild_env`, every language's); without
+    it this module builds Python's and records another language's row as failed."""
     if backend not in BACKENDS:
         raise EnvBuildError(f"unknown backend {backend!r}: choose local or docker")
     out = []
     for row in read_rows(run_dir, only):
         on_step(row.env_id, "building")
         try:
-            where, fresh = build_local(row) if backend == "local" else build_image(row)
+            if build is not None:
+                where, fresh = build(row, backend)
+            elif row.language != "python":
+                raise EnvBuildError(f"{row.env_id} is {row.language}: build it through featdel.lang.rebuild_env")
+            else:
+                where, fresh = build_local(row) if backend == "local" else build_image(row)
             out.append(Built(env_id=row.env_id, backend=backend, where=where, status="built" if fresh else "reused"))
         except Exception as exc:  # docker and pip fail in many ways: one env's failure is its own
             reason = str(exc) if isinstance(exc, EnvBuildError) else f"{type(exc).__name__}: {str(exc)[:300]}"

@@ -92,21 +92,17 @@ def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None,
 
 def _find_env(env_row, image_name: str | None, docker: bool, language: str = "python") -> tuple:
     """(env, image) for one `EnvRow`: an image built from the row (docker), else the env in the
-    cache, run in the task's recorded image when this engine has it (else the base image).
-    Another language's env is the one in the cache, loaded by its language (featdel.lang)."""
-    from featdel.env import envbuild, envs
+    cache, run in the task's recorded image when this engine has it (else the base image);
+    each through the row's language (featdel.lang)."""
     from featdel.env.sources import cache_root
+    from featdel.lang import language as lang_of
 
-    if language != "python":
-        from featdel.lang import language as lang_of
-
-        return lang_of(language).load_env(cache_root() / "envs" / env_row.env_id), None
-
+    lang = lang_of(language)
     if docker:
-        baked = envbuild.image_env(env_row)
+        baked = lang.image_env(env_row)
         if baked is not None:
             return baked, baked.image
-    env = envs.load(cache_root() / "envs" / env_row.env_id)
+    env = lang.load_env(cache_root() / "envs" / env_row.env_id)
     if env is None or not docker or not image_name:
         return env, None
     from featdel.sandboxes import images

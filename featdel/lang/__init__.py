@@ -44,3 +44,9 @@ def language(name: str) -> Language:
         return LANGUAGES[DIALECTS.get(name, name or DEFAULT)]
     except KeyError:
         raise ValueError(f"unknown language {name!r}; known: {', '.join(LANGUAGES)}") from None
+
+
+def rebuild_env(row, backend: str) -> tuple[str, bool]:
+    """`Language.rebuild_env` of the row's language: what `featdel env build` calls per env row
+    (featdel.env.envbuild.build_all)."""
+    return language(row.language).rebuild_env(row, backend)

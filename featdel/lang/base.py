@@ -235,6 +235,28 @@ class Language(Protocol):
         """The built environment at `root` (a build directory or an `env_id` link), or None."""
         ...
 
+    def install_files(self, env_root: Path) -> list[dict]:
+        """What the env's install read besides the tree ({"path", "text"}, relative to the env root),
+        recorded in its env row so `rebuild_env` needs nothing else (JavaScript: package.json and
+        the lock npm installed from; Python: nothing, its row's `lock` says it all)."""
+        ...
+
+    def rebuild_env(self, row, backend: str) -> tuple[str, bool]:
+        """(env directory or image name, built now) for a `featdel.core.shards.EnvRow`, from the
+        row alone: `backend` "local" builds it in this machine's cache, "docker" the image
+        `image_tag(row.env_id)` with the env at fixed paths and an empty /testbed."""
+        ...
+
+    def image_env(self, row):
+        """The env of a row as `rebuild_env(row, "docker")` baked it (a runner runs the suite in
+        that image, the tree mounted at /testbed), or None when this engine has no such image."""
+        ...
+
+    def repo_image(self, env) -> str:
+        """The per-repo docker image mining records (`featdel run --sandbox docker`): the base image
+        and the runtime `env` runs on, at the host paths its runs name."""
+        ...
+
     def runner(self, env, backend, image: str | None = None, *, warm: bool = True) -> Runner:
         """A runner of `env`'s suite: one warm sandbox (a context manager), or a fresh one per run."""
         ...

@@ -97,6 +97,26 @@ class Python:
 
         return load(Path(root))
 
+    def install_files(self, env_root: Path) -> list[dict]:
+        return []
+
+    def rebuild_env(self, row, backend: str) -> tuple[str, bool]:
+        from featdel.env import envbuild
+
+        return envbuild.build_local(row) if backend == "local" else envbuild.build_image(row)
+
+    def image_env(self, row):
+        from featdel.env.envbuild import image_env
+
+        return image_env(row)
+
+    def repo_image(self, env) -> str:
+        from featdel.env.testrun import plugin_dir
+        from featdel.sandboxes.images import build_repo_image
+
+        plugin_dir(env)  # the report plugin lives in the env, so it travels in the image
+        return build_repo_image(env.root, python_prefix=env.python_prefix)
+
     def runner(self, env, backend, image: str | None = None, *, warm: bool = True):
         from featdel.env.testrun import SuiteRunner, warm_runner
 

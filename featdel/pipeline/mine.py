@@ -204,13 +204,16 @@ def _attempt_other(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path
                    on_step, lang, tree: Path) -> RepoRecord:
     """`_attempt` for a language other than Python (featdel.lang): its recipe, its environment,
     the same baselines. Its runners go on past a file that fails to load, so nothing is left out
-    of the test command; the docker backend runs it in the base image (no per-repo image yet)."""
+    of the test command; the docker backend runs it in the language's per-repo image."""
     built = lang.recipe(tree)
     if not built.package_dirs:
         return replace(record, status=RepoStatus.REJECTED, reason="no library source folder found in the tree")
     on_step(entry.source, "install")
     env = lang.build_env(pinned, built, tree_ready=tree)
     record = replace(record, recipe=env.recipe, env_dir=str(env.root))
+    if getattr(backend, "name", "") == "docker":
+        on_step(entry.source, "image")
+        record = replace(record, image_name=lang.repo_image(env))
     timeout = entry.overrides.timeout_s or thresholds.max_suite_seconds
     return _baseline(record, env, RunDir(run_dir), backend, thresholds, timeout,
                      lambda step: on_step(entry.source, step))
@@ -218,11 +221,9 @@ def _attempt_other(entry: CorpusEntry, pinned, record: RepoRecord, run_dir: Path
 
 def _repo_image(env) -> str:
     """The per-repo docker image: the base plus the interpreter and this env's venv."""
-    from featdel.env.testrun import plugin_dir
-    from featdel.sandboxes.images import build_repo_image
+    from featdel.lang import language
 
-    plugin_dir(env)  # the report plugin lives in the env, so it travels in the image
-    return build_repo_image(env.root, python_prefix=env.python_prefix)
+    return language("python").repo_image(env)
 
 
 def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Thresholds, timeout: float,

@@ -34,6 +34,9 @@ The env rows are the interface `featdel env build`, the exports and publishing r
                   the task rows carry it too. For JavaScript, `python` is empty, `test_cmd` is
                   the runner and its arguments (`["mocha", "test/"]`), `install` npm's commands
                   and `lock` `node@VERSION` and `PATH@VERSION` of every locked package
+    install_files what the install read besides the tree ({path, text}: a JavaScript env's
+                  package.json, package-lock.json and .npmrc, the lock npm resolved when the
+                  tree had none); empty for Python, whose `lock` says it all
 
 Task rows: `created_at` is when the task was verified (`Verdict.verified_at`), so packaging
 again does not rewrite it; `instance_id` is the deletion id (which already differs with
@@ -136,8 +139,18 @@ def env_row(run_dir: Path, record: RepoRecord) -> dict:
         "base_commit": record.commit, "python": record.recipe.python, "install": record.recipe.install,
         "test_cmd": record.recipe.test_cmd, "package_dirs": record.recipe.package_dirs,
         "snapshot": snapshot.read_bytes(), "lock": record.recipe.lock, "license": license_of(snapshot),
-        "language": record.language,
+        "language": record.language, "install_files": _install_files(record),
     }
+
+
+def _install_files(record: RepoRecord) -> list[dict]:
+    """What the env's install read besides the tree (featdel.lang: a JavaScript env's package.json
+    and lock), so `featdel env build` rebuilds it from the row alone."""
+    from featdel.lang import language
+
+    if record.language == "python" or not record.env_dir:
+        return []
+    return language(record.language).install_files(Path(record.env_dir))
 
 
 _SPDX = {"mit": "MIT", "mit license": "MIT", "apache 2.0": "Apache-2.0", "apache-2.0": "Apache-2.0",

@@ -1,7 +1,8 @@
 """Docker images for the sandboxes: the base image (pulled, or built offline), per-repo images.
 
 In: a Docker engine (docker-py), and for per-repo images a repository's environment directory
-(`<env_dir>/src` checkout, `<env_dir>/venv` made by the host interpreter at `python_prefix`).
+(`<env_dir>/src` checkout, `<env_dir>/venv` made by the host interpreter at `python_prefix`; for
+JavaScript `<env_dir>/node_modules` and the host's node binary: `build_node_repo_image`).
 Out: image names. `build_base_image` tries `python:3.11-slim` from a registry and otherwise
 debootstraps a minimal Debian with Python and imports it (no registry needed, about a minute).
 `build_repo_image` lays the interpreter prefix and the env directory (checkout, venv) into an
@@ -294,6 +295,26 @@ def build_repo_image(
     if install_argv:
         name = _run_and_commit(name, install_argv, cwd=src, repository=repository, tag=tag + "-i")
     return name
+
+
+def build_node_repo_image(env_dir: Path, *, node: Path, base: str = BASE_IMAGE) -> str:
+    """`build_repo_image` for a JavaScript env: the base plus the host's `node` binary and
+    `env_dir` (node_modules, reporters) at their host paths, `env_dir/src` empty. Node comes from
+    the host, not Debian: bookworm packages Node 18, and the env's lock records the host's node,
+    which the baseline ran (its libraries, libstdc++ and glibc, are the base image's Debian 12's).
+    A run binds node_modules and the reporters read-only over the image's copies, so an env under
+    /tmp (a container's tmpfs) runs the same."""
+    env_dir, node = Path(env_dir).resolve(), Path(node).resolve()
+    if not node.is_file() or not (env_dir / "node_modules").is_dir():
+        raise SandboxError(f"{node} or {env_dir}/node_modules is missing: build the environment first")
+    build_base_image(base)
+    st = node.stat()
+    node_tag = hashlib.sha256(f"{client().images.get(base).id}{node}{st.st_size}{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    node_image = _layer(base, [node], "featdel-node", node_tag, [])
+    src = str(env_dir / "src")
+    tag = hashlib.sha256(f"{node_tag}{_fingerprint(env_dir, skip=(src,))}".encode()).hexdigest()[:16]
+    repository = "featdel-env-" + "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in env_dir.name.lower())
+    return _layer(node_image, [env_dir], repository, tag, [f"WORKDIR {src}"], skip=(src,))
 
 
 def _run_and_commit(image: str, argv: Sequence[str], *, cwd: Path, repository: str, tag: str) -> str:

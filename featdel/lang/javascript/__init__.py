@@ -180,6 +180,28 @@ class JavaScript:
 
         return envs.load(Path(root))
 
+    def install_files(self, env_root: Path) -> list[dict]:
+        from featdel.lang.javascript import rebuild
+
+        return rebuild.install_files(Path(env_root))
+
+    def rebuild_env(self, row, backend: str) -> tuple[str, bool]:
+        from featdel.lang.javascript import rebuild
+
+        return rebuild.build_local(row) if backend == "local" else rebuild.build_image(row)
+
+    def image_env(self, row):
+        from featdel.lang.javascript import rebuild
+
+        return rebuild.image_env(row)
+
+    def repo_image(self, env) -> str:
+        from featdel.lang.javascript import runners
+        from featdel.sandboxes.images import build_node_repo_image
+
+        runners.reporter_dir(env)  # the reporters live in the env, so they travel in the image
+        return build_node_repo_image(env.root, node=Path(env.node))
+
     def runner(self, env, backend, image: str | None = None, *, warm: bool = True):
         from featdel.lang.javascript import runners
 
@@ -188,6 +210,8 @@ class JavaScript:
     def sandbox_readonly(self, env) -> tuple[Path, ...]:
         from featdel.lang.javascript import runners
 
+        if getattr(env, "in_image", False):  # its node_modules are the image's
+            return (runners.reporter_dir(env),)
         return (env.node_modules, runners.reporter_dir(env))
 
     def removed_names(self, original: Path, edits: dict[str, str | None]) -> set[str]:

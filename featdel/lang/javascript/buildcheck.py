@@ -144,9 +144,7 @@ def build_check(env, collected: set[str], tree: Path, runner, deleted_files: set
 
 
 def _loads(env, tree: Path, runner, rel: str) -> str | None:
-    from featdel.lang.javascript.envs import node_binary
-
-    result = runner.run([node_binary(), "-e", _LOAD, rel], tree=tree, env=env.environ(), timeout_s=120)
+    result = runner.run([env.node, "-e", _LOAD, rel], tree=tree, env=env.environ(), timeout_s=120)
     if result.timed_out:
         return "loading the entry did not finish within 120s"
     marker = [ln for ln in result.stdout.splitlines() if ln.startswith("FEATDEL-IMPORT ")]
@@ -164,10 +162,8 @@ def _typed(env, tree: Path) -> bool:
 
 def _tsc(env, runner, tree: Path | None) -> tuple[bool, str, list[tuple[str, str]]]:
     """(passes, the first error line, (file, message) of every error tsc names a file for)."""
-    from featdel.lang.javascript.envs import node_binary
-
     tsc = str(env.node_modules / "typescript" / "bin" / "tsc")
-    result = runner.run([node_binary(), tsc, "--noEmit", "--incremental", "false", "-p", "tsconfig.json"],
+    result = runner.run([env.node, tsc, "--noEmit", "--incremental", "false", "-p", "tsconfig.json"],
                         tree=tree, env=env.environ(), timeout_s=300)
     if result.timed_out:
         return False, "tsc did not finish within 300s", []

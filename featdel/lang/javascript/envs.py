@@ -69,6 +69,11 @@ class NodeEnv:
     def runner(self) -> str:
         return self.recipe.test_cmd[0]
 
+    @property
+    def node(self) -> str:
+        """The node binary a run starts: the host's, at its own path (a per-repo image holds it there)."""
+        return node_binary()
+
     def environ(self) -> dict[str, str]:
         """Variables for running the repo's tests in this environment."""
         return {

@@ -34,7 +34,7 @@ from importlib import resources
 from pathlib import Path
 
 from featdel.env.testrun import RunOptions, SuiteRun, SuiteRunner, _why
-from featdel.lang.javascript.envs import NodeEnv, node_binary, split_node_flags
+from featdel.lang.javascript.envs import NodeEnv, split_node_flags
 
 REPORTER_FILES = ("featdel_launch.cjs", "featdel_cov.cjs", "run_mocha.cjs", "run_jest.cjs", "featdel_jest_reporter.cjs",
                   "run_vitest.cjs", "featdel_vitest_setup.mjs", "run_node_test.cjs", "run_tape.cjs")
@@ -120,7 +120,10 @@ class NodeRunner(SuiteRunner):
     def _spec(self, workdir: Path, out_dir: Path, sealed: Path, timeout_s: float):
         from featdel.sandboxes.base import Limits, SandboxSpec
 
-        return SandboxSpec(workdir=workdir, mount_at=self.env.src, readonly=(self.env.node_modules, reporter_dir(self.env)),
+        # an env baked into an image has its node_modules there: only the reporters come from the host
+        readonly = (reporter_dir(self.env),) if getattr(self.env, "in_image", False) else (
+            self.env.node_modules, reporter_dir(self.env))
+        return SandboxSpec(workdir=workdir, mount_at=self.env.src, readonly=readonly,
                            writable=(out_dir,), sealed=(sealed,), image=self.image, limits=Limits(timeout_s=timeout_s))
 
 
@@ -141,7 +144,7 @@ def command(env: NodeEnv, options: RunOptions, tree: Path, cover: Path | None) -
         args = [a for a in args if a.startswith("-")]
     spec = {"args": args, "files": files, "select": select, "coverage": str(cover) if cover else None}
     launcher = str(reporter_dir(env) / "featdel_launch.cjs")
-    return [node_binary(), *node_flags, launcher, runner, json.dumps(spec)]
+    return [env.node, *node_flags, launcher, runner, json.dumps(spec)]
 
 
 def _parse_id(test_id: str) -> dict:
