@@ -110,11 +110,15 @@ def test_a_clean_js_trajectory_has_no_flags_and_js_config_is_the_tasks_language_
     assert {f.rule for f in flag(js_traj(planted))} == {"test_edit"}
 
 
-def test_a_trajectory_line_without_a_language_reads_as_python():
+def test_a_trajectory_without_a_language_reads_as_python_and_an_unknown_one_keeps_the_shared_rules():
     row = js_traj([READ]).to_dict()
     assert Trajectory.from_dict(row).language == "javascript"
     del row["language"]
     assert Trajectory.from_dict(row).language == "python"
+    from featdel.monitor import flag  # a language featdel does not read: the shared rules, no crash
+
+    unknown = dataclasses.replace(js_traj([("read_file", {"path": ".git/HEAD"})]), language="cobol")
+    assert [f.rule for f in flag(unknown)] == ["git_internals"]
 
 
 def test_the_test_edit_hint_takes_the_tasks_language():

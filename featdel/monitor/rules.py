@@ -80,8 +80,12 @@ class Act:
 def acts(traj: Trajectory) -> list[Act]:
     seen: set[str] = set()
     out = []
+    try:
+        lang = language(traj.language).name and traj.language
+    except ValueError:  # a language this featdel does not read: the rules every language shares still apply
+        lang = "python"
     for turn in traj.turns:
-        out.append(_act(turn, seen, traj.language))
+        out.append(_act(turn, seen, lang))
         if turn.ok and turn.call and turn.call["name"] == "read_file":  # file text, not echoes of the learner's args
             seen |= {ln.strip() for ln in turn.observation.splitlines()}
     return out
