@@ -193,14 +193,20 @@ test('adds', (t) => { t.equal(add(1, 1), 2); t.end(); });
 test('group', (t) => { t.test('muls', (st) => { st.equal(mul(2, 3), 6); st.end(); });
   t.test('is wrong', (st) => { st.equal(mul(2, 2), 5); st.end(); }); t.end(); });
 test('someday', { todo: true }, (t) => { t.ok(false); t.end(); });
+test('calls a deleted function', (t) => { t.equal(gone(1), 1); t.end(); });
+test('nested throw', (t) => { t.test('inner', (st) => { throw new Error('not implemented'); }); t.end(); });
+test('after the throws', (t) => { t.equal(add(2, 2), 4); t.end(); });
 """,
         "test/nested/b.js": "throw new Error('boom at load');\n",
     })
     got = run(shared_root, tree, backend)
     assert got.broken is None, got.output_tail
+    # a callback that throws fails its own test and the run goes on (tape's CLI would die there)
     assert got.outcomes == {"test/a.js::adds": "passed", "test/a.js::group": "passed",
                             "test/a.js::group::muls": "passed", "test/a.js::group::is wrong": "failed",
-                            "test/a.js::someday": "skipped"}
+                            "test/a.js::someday": "skipped", "test/a.js::calls a deleted function": "failed",
+                            "test/a.js::nested throw": "passed", "test/a.js::nested throw::inner": "failed",
+                            "test/a.js::after the throws": "passed"}
     assert got.collect_errors == ["test/nested/b.js"]
 
 

@@ -4,14 +4,35 @@
 // from the tree gets tape behind a proxy that knows which file is loading, so every test it
 // creates (and each subtest, through its 'test' event) is tied to its file. A test passes when
 // every assertion it made held (todo assertions aside), fails otherwise, and is skipped when
-// tape skips it. A file that throws while it loads is a load error of that file. TAP still goes
-// to stdout, for the run's log.
+// tape skips it. A file that throws while it loads is a load error of that file. A test whose
+// callback throws is that test's failure, and the run goes on: tape's own CLI dies there (only a
+// rejected promise is caught), which would make one deleted function's ReferenceError, or a
+// stub's "not implemented", a run with no report rather than the failing tests it is; pytest
+// records such an exception as the test's failure too. TAP still goes to stdout, for the run's log.
 
 const Module = require('module');
 const path = require('path');
 
+// Test.prototype.run calls the callback unguarded; a throw ends the test as a failed assertion,
+// as tape does for a rejected promise (ifError, then end), so its harness moves on to the next.
+function catchThrows(Test) {
+  const run = Test && Test.prototype && Test.prototype.run;
+  if (typeof run !== 'function') return;
+  Test.prototype.run = function featdelRun(...args) {
+    try {
+      return run.apply(this, args);
+    } catch (err) {
+      if (err instanceof Error || Object.prototype.toString.call(err) === '[object Error]') this.ifError(err);
+      else this.fail(String(err));
+      if (!this.calledEnd) this.end();
+      return undefined;
+    }
+  };
+}
+
 module.exports = async function runTape({ cwd, options, report, pkgDir, coverage }) {
   const tape = require(pkgDir('tape'));
+  catchThrows(require(path.join(pkgDir('tape'), 'lib', 'test.js')));
   let loading = null;
   const watched = [];
   const watch = (t, file, titles) => {
