@@ -23,6 +23,14 @@ resolved, then pytest's own output, each line behind `| `; (4) exits 0 only when
 otherwise, 2 when the tree is not there (for readers that go by the exit status: SkyRL, Harbor's
 test.sh). `featdel evaluate` adds a static scan of the patch and stays the stricter grader.
 
+A JavaScript/TypeScript task's script (`_node_eval_script`) is the same four steps in its env
+image (`featdel env build --sandbox docker`: node at /usr/local/bin, the locked install at
+/node_modules), with the language's protected files restored (its tests, runner and transpiler
+configuration, package.json, locks, anything under node_modules), node running the runner through
+featdel's launcher and reporters (carried in the script, as for pytest) and the same host reading
+the signed channel; its ids hold spaces (`test/a.test.js::suite::adds two`), so its rows get the
+verbatim parser.
+
 `log_parser` is swebench's pytest parser, which reads a line's second word as the id; a task
 with a test id holding whitespace (a parametrised `test_x[a b]`) gets its jest-json parser, which
 reads the rest of a `[PASSED] ` line, and the script prints that form. A task no row can hold (an
@@ -129,6 +137,8 @@ def _heredoc(tag: str, text: str) -> str:
 
 def eval_script(task: TaskRow, env: EnvRow) -> str:
     """The bash script described in the module docstring, for one task row and its env row."""
+    if task.language != "python":
+        return _node_eval_script(task, env)
     f2p, p2p = list(task.FAIL_TO_PASS), list(task.PASS_TO_PASS)
     test_files = sorted(files_of_tests(f2p + p2p))
     with tempfile.TemporaryDirectory(prefix="featdel-export-") as tmp:
@@ -160,19 +170,85 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
                for name in ("featdel_launch.py", "featdel_report.py", "featdel_host.py")}
     carried["featdel_stream.py"] = resources.files("featdel").joinpath("env/stream.py").read_text()
     carried["run.json"] = json.dumps(run, sort_keys=True)
+    return _script(task, restore, carried, python="python", runner="pytest",
+                   exports=f"PATH={VENV}/bin:$PATH VIRTUAL_ENV={VENV} PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 LANG=C.UTF-8",
+                   carries="launcher, report plugin and host (featdel.env.stream, pytest_plugin/featdel_host.py)")
+
+
+# A JavaScript task's protected files (featdel.grading.grade.protected with its language): Python's
+# rule, then the language's test files, runner and transpiler configuration, and node_modules.
+_NODE_PROTECTED = """import re
+js_dirs, js_names, js_pattern = set(@JS_DIRS@), set(@JS_NAMES@), re.compile(@JS_PATTERN@)
+def protected(rel):  # featdel.grading.grade.protected, language javascript
+    parts = rel.split("/"); name = parts[-1]
+    if (any(p in ("tests", "test", "testing") for p in parts[:-1]) or name.startswith("test_")
+            or name.endswith("_test.py") or name == "conftest.py" or rel in tests or name in names
+            or name.endswith(".pth")):
+        return True
+    return (any(p in js_dirs for p in parts[:-1]) or ".test." in name or ".spec." in name
+            or name.split(".", 1)[0] in ("test", "tests", "spec") or "node_modules" in parts
+            or any("/".join(parts[:i + 1]) in tests or p in js_names or js_pattern.match(p)
+                   for i, p in enumerate(parts)))
+"""
+_PY_PROTECTED = _RESTORE[_RESTORE.index("def protected(rel):"):_RESTORE.index("for dirpath, dirs, files")]
+
+
+def _node_eval_script(task: TaskRow, env: EnvRow) -> str:
+    """`eval_script` for a JavaScript/TypeScript task: the same restore, channel and verdict, the
+    runner started by node through featdel's launcher and reporters (featdel.lang.javascript),
+    carried in the script. The env image holds node at /usr/local/bin and the locked install at
+    /node_modules, which node finds by walking up from /testbed."""
+    from featdel.env.testrun import RunOptions
+    from featdel.lang.javascript import PROTECTED_NAMES as JS_NAMES
+    from featdel.lang.javascript import PROTECTED_PATTERN
+    from featdel.lang.javascript.rebuild import ImageNodeEnv, image_environ
+    from featdel.lang.javascript.runners import REPORTER_FILES, command
+    from featdel.lang.javascript.syntax import TEST_DIRS
+
+    f2p, p2p = list(task.FAIL_TO_PASS), list(task.PASS_TO_PASS)
+    test_files = sorted(files_of_tests(f2p + p2p))
+    by_ids = len(f2p) + len(p2p) <= MAX_IDS_ON_COMMAND_LINE
+    with tempfile.TemporaryDirectory(prefix="featdel-export-") as tmp:
+        tree = graded_tree(task, env, Path(tmp) / "tree")
+        rels = trees.changed_files(Path(tmp) / "empty", tree)
+        keep = sorted(rel for rel in rels if protected(rel, set(test_files), task.language))
+        archive = _files_archive(tree, keep)
+        start = {rel: _blob_id((tree / rel).read_bytes()) for rel in rels
+                 if rel.endswith(".py") and (tree / rel).is_file() and not (tree / rel).is_symlink()}
+        in_image = ImageNodeEnv(root=Path(tmp), recipe=env.recipe(), image=image_tag(env.env_id))
+        argv = command(in_image, RunOptions(tests=f2p + p2p if by_ids else None), tree, None,
+                       launcher="@WORK@/featdel_launch.cjs")
+    restore = _fill(_RESTORE.replace(_PY_PROTECTED, _NODE_PROTECTED), NAMES=sorted(PROTECTED_NAMES),
+                    TEST_FILES=test_files, KEEP=keep, ARCHIVE=archive, JS_DIRS=sorted(TEST_DIRS),
+                    JS_NAMES=sorted(JS_NAMES), JS_PATTERN=PROTECTED_PATTERN.pattern)
+    run = {"testbed": str(TESTBED), "uid": TEST_UID, "timeout": int(task.timeout_s or 600), "argv": argv,
+           "environ": image_environ(), "fail_to_pass": f2p, "pass_to_pass": p2p, "by_ids": by_ids,
+           "verbatim": log_parser(task) == VERBATIM_PARSER, "start": start, "watch": []}
+    carried = {name: resources.files("featdel").joinpath(f"lang/javascript/reporters/{name}").read_text()
+               for name in REPORTER_FILES}
+    carried["featdel_host.py"] = resources.files("featdel").joinpath("env/pytest_plugin/featdel_host.py").read_text()
+    carried["featdel_stream.py"] = resources.files("featdel").joinpath("env/stream.py").read_text()
+    carried["run.json"] = json.dumps(run, sort_keys=True)
+    return _script(task, restore, carried, python="python3", runner=in_image.runner,
+                   exports="PATH=/node_modules/.bin:$PATH LANG=C.UTF-8",
+                   carries="launcher, reporters and host (featdel.env.stream, lang/javascript/reporters)")
+
+
+def _script(task: TaskRow, restore: str, carried: dict[str, str], *, python: str, runner: str, exports: str,
+            carries: str) -> str:
     script = "\n".join([
         "#!/bin/bash",
         f"# featdel eval script for {task.instance_id}: run in {task_image_tag(task.instance_id)} (the start",
         f"# state at {TESTBED}) after the model patch. Exit 0: resolved; 1: not resolved; 2: no tree.",
         "set -uo pipefail",
         f"[ -d {TESTBED} ] || exit 2",
-        f"export PATH={VENV}/bin:$PATH VIRTUAL_ENV={VENV} PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 LANG=C.UTF-8",
+        f"export {exports}",
         'WORK=$(mktemp -d) && cd "$WORK" || exit 2',
         "# Python runs here as root only isolated (-I) and from outside the tree: nothing in it is imported.",
         "# 1. The task's tests and test configuration; the patch's edits to them do not count.",
-        f'python -I - {TESTBED} {_heredoc("FEATDEL_RESTORE", restore)}',
+        f'{python} -I - {TESTBED} {_heredoc("FEATDEL_RESTORE", restore)}',
         "[ $? -eq 0 ] || exit 2",
-        "# 2. featdel's launcher, report plugin and host (featdel.env.stream, pytest_plugin/featdel_host.py).",
+        f"# 2. featdel's {carries}.",
         *(f'cat > "$WORK/{name}" {_heredoc("FEATDEL_FILE", text)}' for name, text in carried.items()),
         'chmod 755 "$WORK" && chmod 644 "$WORK"/*',
         "# 3. FAIL_TO_PASS and PASS_TO_PASS through featdel's signed channel, the tests as uid "
@@ -180,13 +256,13 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
         "#    the host prints one status line per test between SWE-bench's markers (its harness reads them and",
         "#    records the status of the line before the end marker: the verdict).",
         f": '{START_MARKER}'",  # `:` so the harness's `set -x` prints each marker once
-        'python -I "$WORK/featdel_host.py" "$WORK/run.json" "$WORK" 2>"$WORK/verdict.txt"',
+        f'{python} -I "$WORK/featdel_host.py" "$WORK/run.json" "$WORK" 2>"$WORK/verdict.txt"',
         "verdict=$?",
         "(exit $verdict)",
         f": '{END_MARKER}'",
         'cat "$WORK/verdict.txt"',
-        "# pytest's own output last, each line behind '| ': the tested code prints what it likes.",
-        'echo "pytest output (last 4000 bytes):"',
+        f"# {runner}'s own output last, each line behind '| ': the tested code prints what it likes.",
+        f'echo "{runner} output (last 4000 bytes):"',
         "tail -c 4000 \"$WORK/output.txt\" | sed -e 's/>>>>>/>>>>/g' -e 's/^/| /'",
         'cd / && rm -rf "$WORK"',
         "exit $verdict",

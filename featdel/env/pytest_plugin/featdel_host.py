@@ -3,7 +3,10 @@ library only: the eval script carries this file, featdel.env.stream (as featdel_
 the launcher and plugin, and runs it as root with `python -I`, outside the tree.
 
 In: `featdel_host.py RUN_JSON WORK`: the run (the tree, the pytest arguments, the task's tests,
-the start state's `.py` files as git blob ids) and the folder this file is in. Out: one status line per test on
+the start state's `.py` files as git blob ids) and the folder this file is in. A JavaScript
+task's run names its `argv` instead (node, the launcher and reporters carried beside this file,
+the runner, the tests), through the same channel; its added lines go unchecked (the tripwire is
+Python's), and the eval script's restore step is what keeps its tests and configuration. Out: one status line per test on
 stdout, in the form of the row's SWE-bench log parser; the reason on stderr; exit 0 when the
 task is resolved, 1 when not.
 
@@ -152,8 +155,11 @@ def main() -> int:
     with open(sys.argv[1]) as fh:
         run = json.load(fh)
     testbed, work, uid = run["testbed"], sys.argv[2], run["uid"]
-    args, config = list(run["args"]), run["config"]
-    if config is None:  # the tree has no config of its own: pytest reads an empty one, not one it finds
+    args, config = list(run.get("args") or []), run.get("config")
+    # Another language's run (featdel.lang) names its whole command: node, featdel's launcher
+    # beside this file (@WORK@), the runner and what it runs; no pytest configuration.
+    command = [a.replace("@WORK@", work) for a in run["argv"]] if "argv" in run else None
+    if config is None and command is None:  # the tree has no config of its own: pytest reads an empty one, not one it finds
         config = os.path.join(work, "empty", "pytest.ini")
         os.makedirs(os.path.dirname(config), mode=0o755)
         with open(config, "w") as fh:
@@ -181,8 +187,8 @@ def main() -> int:
     with Channel(Path(sealed), added=added, config=config, watch=run["watch"]) as ch:
         env["FEATDEL_SPEC"] = str(ch.spec)
         with open(os.path.join(work, "output.txt"), "wb") as out:
-            code = subprocess.run(["timeout", str(run["timeout"]), *as_user, run["python"],
-                                   os.path.join(work, "featdel_launch.py"), *args],
+            command = command or [run["python"], os.path.join(work, "featdel_launch.py"), *args]
+            code = subprocess.run(["timeout", str(run["timeout"]), *as_user, *command],
                                   cwd=testbed, env=env, stdout=out, stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL).returncode
         if as_user:

@@ -127,8 +127,9 @@ class NodeRunner(SuiteRunner):
                            writable=(out_dir,), sealed=(sealed,), image=self.image, limits=Limits(timeout_s=timeout_s))
 
 
-def command(env: NodeEnv, options: RunOptions, tree: Path, cover: Path | None) -> list[str]:
-    """The command line of one run: node, its flags, the launcher, the runner and its options."""
+def command(env: NodeEnv, options: RunOptions, tree: Path, cover: Path | None, *, launcher: str | None = None) -> list[str]:
+    """The command line of one run: node, its flags, the launcher (the env's copy, else
+    `launcher`: an exported eval script's), the runner and its options."""
     runner, *args = env.recipe.test_cmd
     node_flags: list[str] = []
     if runner == "node-test":
@@ -143,7 +144,7 @@ def command(env: NodeEnv, options: RunOptions, tree: Path, cover: Path | None) -
         files = expand(tree, [a for a in args if not a.startswith("-")], runner)
         args = [a for a in args if a.startswith("-")]
     spec = {"args": args, "files": files, "select": select, "coverage": str(cover) if cover else None}
-    launcher = str(reporter_dir(env) / "featdel_launch.cjs")
+    launcher = launcher or str(reporter_dir(env) / "featdel_launch.cjs")
     return [env.node, *node_flags, launcher, runner, json.dumps(spec)]
 
 
