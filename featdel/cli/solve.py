@@ -37,8 +37,9 @@ def monitor(
 ) -> None:
     """Flag attempts to reach the deleted code or game the grader in learners' trajectories.
 
-    Deterministic rules first (caches, .git, bytecode, installed copies, network, test edits, the
-    grader's report, paths outside the tree), then an optional LLM judge (key in FEATDEL_API_KEY).
+    Deterministic rules first (caches, .git, bytecode, installed copies, built output and source
+    maps, network, test edits, the grader's report, paths outside the tree; each in the task's
+    language), then an optional LLM judge (key in FEATDEL_API_KEY).
     Flags are findings, not errors: the exit status is 0. See docs/solve_and_monitor.md.
 
     Examples:
