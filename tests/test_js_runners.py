@@ -284,6 +284,43 @@ def test_recipe_resolves_foreign_locks_loosely_and_adds_what_a_ts_jest_config_ne
     assert [argv[4:] for argv in envs.recipe(tree).install] == [["ci"]]
 
 
+def test_the_packages_own_copies_go_unless_a_test_tool_loads_them(tmp_path):
+    """unbuild brings defu into defu's own node_modules, tape brings minimist into minimist's: a
+    copy outside what the runner and its plugins load is removed (and leaves the lock entries),
+    one the runner loads stays."""
+    def lock(own: str, runner: str, packages: dict) -> Path:
+        root = tmp_path / own
+        top = {"devDependencies": {runner: "*", "unbuild": "*", "ts-jest": "*"}}
+        (root / "node_modules").mkdir(parents=True)
+        (root / "package.json").write_text(json.dumps({"name": own}))
+        (root / "package-lock.json").write_text(json.dumps({"packages": {"": top, **packages}}))
+        for rel in packages:
+            (root / rel).mkdir(parents=True, exist_ok=True)
+        return root
+
+    pkgs = {"node_modules/vitest": {"version": "4.0.0", "dependencies": {"vite": "*"}}, "node_modules/vite": {"version": "7.0.0"},
+            "node_modules/unbuild": {"version": "3.0.0", "dependencies": {"defu": "*", "mlly": "*"}},
+            "node_modules/mlly": {"version": "1.0.0", "dependencies": {"defu": "*"}},
+            "node_modules/mlly/node_modules/defu": {"version": "5.0.0"}, "node_modules/defu": {"version": "6.0.0"},
+            "node_modules/ts-jest": {"version": "29.0.0", "dependencies": {"helper": "*"}},
+            "node_modules/helper": {"version": "1.0.0", "dependencies": {"defu": "*"}}}
+    root = lock("defu", "vitest", {k: v for k, v in pkgs.items() if k != "node_modules/helper"} | {
+        "node_modules/ts-jest": {"version": "29.0.0"}})
+    recipe = envs.recipe(root)
+    assert envs.prune_own_copies(root, recipe) == ["node_modules/defu", "node_modules/mlly/node_modules/defu"]
+    assert not (root / "node_modules/defu").exists() and (root / "node_modules/unbuild").is_dir()
+    # a run tool (ts-jest) whose dependency loads the copy: it stays
+    kept = lock("defu2", "vitest", {**pkgs, "node_modules/defu2": {"version": "1.0.0"},
+                                    "node_modules/helper": {"version": "1.0.0", "dependencies": {"defu2": "*"}}})
+    assert envs.prune_own_copies(kept, envs.recipe(kept)) == []
+    tape = lock("minimist", "tape", {"node_modules/tape": {"version": "5.0.0", "dependencies": {"minimist": "*"}},
+                                     "node_modules/minimist": {"version": "1.2.8"}, "node_modules/nyc": {"version": "15.0.0"},
+                                     "node_modules/nyc/node_modules/minimist": {"version": "1.2.0"}})
+    (tape / "package.json").write_text(json.dumps({"name": "minimist", "scripts": {"test": "tape test/*.js"}}))
+    assert envs.prune_own_copies(tape, envs.recipe(tape)) == ["node_modules/nyc/node_modules/minimist"]
+    assert (tape / "node_modules/minimist").is_dir()
+
+
 @pytest.mark.slow
 def test_a_real_npm_tarball_that_ships_its_tests(tmp_path, monkeypatch, backend):
     """minimist 1.2.8's tarball keeps its tape suite (test/*.js); needs the npm registry."""

@@ -228,8 +228,76 @@ def build_env(source: PinnedSource, recipe: Recipe, *, tree_ready: Path | None =
     for argv in recipe.install:
         _run(argv, cwd=root, env=variables, log=log, timeout=timeout_s)
     env.node_modules.mkdir(exist_ok=True)  # a package with no dependencies: still mounted
-    lock = [f"node@{node_version()}", *lock_entries(root)]
+    pruned = prune_own_copies(root, recipe)
+    if pruned:
+        with log.open("a") as fh:
+            fh.write(f"featdel: removed the package's own copies no test tool loads: {' '.join(pruned)}\n")
+    lock = [f"node@{node_version()}", *(e for e in lock_entries(root) if e.rsplit("@", 1)[0] not in pruned)]
     return envs.save(NodeEnv(root=root, recipe=replace(recipe, lock=lock)), source.name, source.commit)
+
+
+# Direct dependencies that take part in a test run besides the runner: transforms, environments,
+# plugins and registers (ts-jest, @swc/jest, jest-environment-jsdom, @vitest/*, ts-node, tsx).
+_RUN_TOOLS = re.compile(r"(^|[-/@])(jest|vitest|vite|mocha|tape|ts-node|tsx|esbuild-register|babel|swc)([-/]|$)")
+_RUNNER_PACKAGES = {"mocha": "mocha", "jest": "jest", "vitest": "vitest", "tape": "tape", "node-test": None}
+
+
+def prune_own_copies(root: Path, recipe: Recipe) -> list[str]:
+    """Remove the installed copies of the package itself that nothing of a test run can load.
+
+    Small libraries are dependencies of their own dev tools (unbuild brings defu, destr and ufo;
+    old micromatch brings kind-of), and such a copy holds the very code a deletion takes out: the
+    leak audit rightly rejects every task while it is there. A copy is removed when it is outside
+    the dependency closure, by node's resolution over the lock, of the runner and of the direct
+    dependencies that take part in a run (`_RUN_TOOLS`); one the runner needs stays (tape's
+    minimist and object-inspect, jest's ms through debug) and its tasks stay rejected. Returns the
+    lock paths removed, sorted."""
+    try:
+        data = json.loads((root / "package-lock.json").read_text())
+        own = json.loads((root / "package.json").read_text()).get("name")
+    except (OSError, ValueError):
+        return []
+    top = (data.get("packages") or {}).get("") or {}
+    packages = {k: v for k, v in (data.get("packages") or {}).items() if k}
+    if not own or not packages:
+        return []
+    direct = {**(top.get("dependencies") or {}), **(top.get("devDependencies") or {})}
+    runner = _RUNNER_PACKAGES.get(recipe.test_cmd[0] if recipe.test_cmd else "")
+    roots = [f"node_modules/{n}" for n in {runner, *(d for d in direct if _RUN_TOOLS.search(d))} if n]
+    needed = _closure(packages, roots)
+    copies = sorted(k for k in packages if k.endswith(f"node_modules/{own}") and k not in needed)
+    for rel in copies:
+        shutil.rmtree(root / rel, ignore_errors=True)
+    return copies
+
+
+def _closure(packages: dict[str, dict], roots: list[str]) -> set[str]:
+    """Every lock path reachable from `roots` through dependencies, resolved as node does (the
+    nearest `node_modules/NAME` at or above the package that asks)."""
+    seen: set[str] = set()
+    stack = [r for r in roots if r in packages]
+    while stack:
+        path = stack.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        meta = packages[path]
+        for field in ("dependencies", "optionalDependencies", "peerDependencies"):
+            for name in meta.get(field) or {}:
+                if (found := _resolve(packages, path, name)) is not None:
+                    stack.append(found)
+    return seen
+
+
+def _resolve(packages: dict[str, dict], at: str, name: str) -> str | None:
+    while True:
+        candidate = f"{at}/node_modules/{name}" if at else f"node_modules/{name}"
+        if candidate in packages:
+            return candidate
+        if not at:
+            return None
+        cut = at.rfind("/node_modules/")
+        at = at[:cut] if cut >= 0 else ""
 
 
 def node_version() -> str:
