@@ -6,7 +6,8 @@ Pins: `featdel model fetch` converts once, checks the checkpoint's logits agains
 model's (recorded in its manifest) and is a cache hit the second time; a missing weights package
 is one line naming what to install; `featdel solve` on a packaged task against the served model
 writes a prediction and a trajectory whose every turn is recorded (a call, or the error it
-made), `featdel evaluate` grades it to a status and `featdel monitor` reads it to a report; the `agent` deletion strategy against the served model ends as a
+made), `featdel evaluate` grades it to a status and `featdel monitor` reads it to a report, on a
+Python task and on a JavaScript one (tests/js_projects.py's mocha project); the `agent` deletion strategy against the served model ends as a
 deletion or a recorded refusal; the judge's answer, whatever it is, is a flag, no flag, or a
 recorded judge error. The model will mostly fail the tasks: that is its result, not the test's.
 """
@@ -63,14 +64,26 @@ def test_a_missing_weights_package_is_one_line_saying_what_to_install():
 
 
 def test_solve_evaluate_and_monitor_the_served_model_to_a_recorded_result(smollm2_server, packaged_tiny, tmp_path):
+    solve_evaluate_monitor(smollm2_server, packaged_tiny, tmp_path)
+
+
+def test_the_served_model_on_a_javascript_task_is_a_recorded_result_too(smollm2_server, mocha_run, tmp_path):
+    """Its run_tests runs mocha in the sandbox; its trajectory records the task's language."""
+    traj = solve_evaluate_monitor(smollm2_server, mocha_run[0], tmp_path)
+    assert traj["language"] == "javascript"
+
+
+def solve_evaluate_monitor(smollm2_server, run_dir, tmp_path) -> dict:
+    """`featdel solve` (3 short turns), `evaluate` and `monitor` of the served model on the run's
+    first task; its trajectory."""
     url, name = smollm2_server
     from featdel.core.shards import read_tasks
 
-    first = sorted(r["instance_id"] for r in read_tasks(packaged_tiny).select(["instance_id"]).to_pylist())[0]
+    first = sorted(r["instance_id"] for r in read_tasks(run_dir).select(["instance_id"]).to_pylist())[0]
     ids = tmp_path / "ids.txt"
     ids.write_text(first + "\n")
     preds = tmp_path / "preds.jsonl"
-    featdel("solve", packaged_tiny, "--agent-url", url, "--agent-model", name, "--ids", ids, "--out", preds,
+    featdel("solve", run_dir, "--agent-url", url, "--agent-model", name, "--ids", ids, "--out", preds,
             "--max-turns", "3", "--max-reply-tokens", "48", "--temperature", "0")
     [pred] = [json.loads(line) for line in preds.read_text().splitlines()]
     assert pred["instance_id"] == first and pred["model_name_or_path"] == name
@@ -81,7 +94,7 @@ def test_solve_evaluate_and_monitor_the_served_model_to_a_recorded_result(smollm
         assert (turn["call"] is None) == (turn["error"] is not None) and turn["observation"]
         assert turn["error"] in (None, "malformed", "unknown_tool")
     results = tmp_path / "results.jsonl"
-    featdel("evaluate", packaged_tiny, "--predictions", preds, "--out", results)
+    featdel("evaluate", run_dir, "--predictions", preds, "--out", results)
     [graded] = [json.loads(line) for line in results.read_text().splitlines()]
     assert graded["instance_id"] == first and graded["status"] in ASKED
     report = tmp_path / "report.json"
@@ -89,6 +102,7 @@ def test_solve_evaluate_and_monitor_the_served_model_to_a_recorded_result(smollm
             "--learner", "smollm2")  # the judge on the same server: the next test
     seen = json.loads(report.read_text())
     assert seen["trajectories"] == 1 and not seen["unreadable"], seen
+    return traj
 
 
 def test_the_judge_on_the_served_model_is_a_flag_no_flag_or_a_recorded_error(smollm2_server):
