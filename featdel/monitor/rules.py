@@ -40,6 +40,7 @@ name; those rules know the JavaScript forms of what they name (node_modules, npm
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -80,8 +81,9 @@ class Act:
 def acts(traj: Trajectory) -> list[Act]:
     seen: set[str] = set()
     out = []
+    lang = traj.language
     try:
-        lang = language(traj.language).name and traj.language
+        language(lang)
     except ValueError:  # a language this featdel does not read: the rules every language shares still apply
         lang = "python"
     for turn in traj.turns:
@@ -263,8 +265,6 @@ class InstalledCopy(CachePathRule):
 
 def in_channel(path: str, glob: str) -> bool:
     """Does `path` (relative to the tree) match a leak channel's pathlib glob (`**` any depth)?"""
-    import fnmatch
-
     def match(parts: tuple[str, ...], pattern: tuple[str, ...]) -> bool:
         if not pattern:
             return not parts
