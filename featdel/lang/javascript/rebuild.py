@@ -13,7 +13,9 @@ package). Out, as `featdel.env.envbuild` does for Python:
 
 Both install with `npm ci --ignore-scripts` from the row's lock, on the host (the registry and
 npm's cache are the host's; with no install scripts the files are the same wherever they land),
-after checking that the lock is the one `lock` lists and that this node is the recorded major.
+after checking that the lock is the one `lock` lists and that this node is the recorded major,
+then remove the package's own copies as mining did (`envs.prune_own_copies`), so the install is
+exactly `lock` again.
 Node in the image is the host's binary, not Debian's: bookworm packages Node 18, and the lock
 records the node the baselines ran.
 """
@@ -157,9 +159,16 @@ def _check(row: EnvRow) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for rel, text in files.items():
             (Path(tmp) / rel).write_text(text)
-        entries = envs.lock_entries(Path(tmp))
-    locked = [e for e in row.lock if not e.startswith("node@")]
-    if entries != locked:
+        entries = set(envs.lock_entries(Path(tmp)))
+    locked = {e for e in row.lock if not e.startswith("node@")}
+    try:
+        own = json.loads(files["package.json"]).get("name")
+    except ValueError:
+        own = None
+    # mining removed the package's own copies no test tool loads (envs.prune_own_copies), and
+    # left them out of `lock`: those, and only those, may be in the lock file besides
+    extra = {e.rsplit("@", 1)[0] for e in entries - locked}
+    if locked - entries or any(not (own and path.endswith(f"node_modules/{own}")) for path in extra):
         raise EnvBuildError(f"{row.env_id}: the recorded lock file does not hold the packages `lock` lists")
     wanted = next((e.removeprefix("node@") for e in row.lock if e.startswith("node@")), "")
     have = envs.node_version()
@@ -183,6 +192,11 @@ def _install(row: EnvRow, root: Path) -> None:
                  "npm_config_update_notifier": "false"}
     envs._run(ci, cwd=root, env=variables, log=root / "build.log", timeout=1200)
     (root / "node_modules").mkdir(exist_ok=True)  # a package with no dependencies
+    pruned = envs.prune_own_copies(root, row.recipe())
+    left = [e for e in envs.lock_entries(root) if e.rsplit("@", 1)[0] not in pruned]
+    if sorted(left) != sorted(e for e in row.lock if not e.startswith("node@")):
+        raise EnvBuildError(f"{row.env_id}: the install differs from `lock` after removing the package's own "
+                            f"copies ({', '.join(pruned) or 'none'})")
 
 
 def _node_image(base: str, node: Path) -> str:
