@@ -206,6 +206,9 @@ def test_files_and_tests_of_a_tree(tmp_path):
     assert rels == ["spec/y.mjs", "src/__tests__/x.tsx", "src/a.js", "src/a.test.js", "src/b.ts", "test/a.js",
                     "test.js"]
     assert [p for p in rels if not syntax.is_test_path(p)] == ["src/a.js", "src/b.ts"]
+    # a root-level test-*.js is test code (object-inspect's test-core-js.js); deeper, it is source
+    assert syntax.is_test_path("test-core-js.js") and syntax.is_test_path("test_util.mjs")
+    assert not syntax.is_test_path("src/test-utils.js") and not syntax.is_test_path("testing.js")
 
 
 class _OneFile:

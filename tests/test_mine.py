@@ -193,3 +193,18 @@ def test_a_rejection_names_the_modules_that_could_not_be_collected(tmp_path, loc
     assert record.reason == ("no tests collected: 1 test modules could not be collected, e.g. tests/test_x.py: "
                              "ModuleNotFoundError: No module named 'not_a_module_anywhere'; "
                              "the repo declares no other extras")
+
+
+def test_first_error_names_the_error_line_not_nodes_version_line():
+    from featdel.pipeline.mine import first_error
+
+    loader = ("node:internal/modules/cjs/loader:1228\n  throw err;\n  ^\n\nError: Cannot find module '../dist/index.cjs'\n"
+              "Require stack:\n- /src/lib/index.cjs\n\nNode.js v20.20.2\n")
+    assert first_error(loader) == "Error: Cannot find module '../dist/index.cjs'"
+    assert first_error("/src/t.js:3\nfoo bar\n    ^^^\n\nSyntaxError: Unexpected identifier\n\nNode.js v20.20.2") == (
+        "SyntaxError: Unexpected identifier")
+    assert first_error("TypeError: x is not a function\n    at Object.<anonymous> (/src/t.js:1:1)\n\nNode.js v20.20.2") == (
+        "TypeError: x is not a function")
+    assert first_error("ImportError while importing test module\nE   ModuleNotFoundError: No module named 'x'\n") == (
+        "ModuleNotFoundError: No module named 'x'")  # pytest's last E line, as before
+    assert first_error("") == "no message"

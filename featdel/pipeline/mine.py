@@ -14,6 +14,7 @@ a record with a status and a one-line reason.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -293,10 +294,21 @@ def _baseline(record: RepoRecord, env, rd: RunDir, backend, thresholds: Threshol
 
 
 def first_error(message: str) -> str:
-    """The telling line of pytest's collection error text (its last `E ` line)."""
+    """The telling line of a collection error text: pytest's last `E ` line; node's error line
+    (the line after the `throw` caret, else the first naming an Error), not its closing
+    `Node.js v20...`."""
     lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
     errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
-    return ((errors or lines or ["no message"])[-1])[:200]
+    if errors:
+        return errors[-1][:200]
+    caret = next((i for i, ln in enumerate(lines) if set(ln) == {"^"}), None)
+    named = [ln for ln in lines if re.search(r"Error\b", ln) and not ln.startswith("at ")]
+    if caret is not None and caret + 1 < len(lines):
+        return lines[caret + 1][:200]
+    if named:
+        return named[0][:200]
+    rest = [ln for ln in lines if not re.fullmatch(r"Node\.js v[\d.]+", ln)]
+    return ((rest or lines or ["no message"])[-1])[:200]
 
 
 def _nothing_collected(tree: Path, left_out: list[str]) -> str:

@@ -91,12 +91,13 @@ def test_files(root: Path) -> list[Path]:
 
 def is_test_path(rel: str) -> bool:
     """Test code by the usual conventions: a test folder (test/, tests/, __tests__/, spec/),
-    `*.test.*` and `*.spec.*`, or a file named test or spec (`test.js`, common in small packages)."""
+    `*.test.*` and `*.spec.*`, a file named test or spec (`test.js`, common in small packages), or
+    a root-level `test-*` / `test_*` file (object-inspect's `test-core-js.js`)."""
     parts = rel.split("/")
     name = parts[-1]
     stem = name.split(".", 1)[0]
     return (any(p in TEST_DIRS for p in parts[:-1]) or ".test." in name or ".spec." in name
-            or stem in ("test", "tests", "spec"))
+            or stem in ("test", "tests", "spec") or len(parts) == 1 and stem.startswith(("test-", "test_")))
 
 
 def walk(root: Path) -> Iterator[Path]:
