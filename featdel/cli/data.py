@@ -58,7 +58,9 @@ def env_build(
 
     local: into the featdel cache (FEATDEL_CACHE), where `featdel evaluate` finds it. docker:
     an image with the venv at /opt/featdel/venv and an empty /testbed, named from the env_id
-    (what the SWE-bench and Harbor exports name). Wheels are fetched on the host.
+    (what the SWE-bench and Harbor exports name). Wheels are fetched on the host. A JavaScript
+    env runs `npm ci` on the row's recorded lock, on the host; its image holds node at
+    /usr/local/bin and the install at /node_modules.
 
     Examples:
 
