@@ -7,7 +7,9 @@ reason)` with the rule codes Python's check uses ("build.import", "build.collect
 read the same in both languages. Three steps, each in the sandbox:
   1. node loads the package's entry (package.json `exports`, `main`, else `index.js`) through
      `import()`, which takes CommonJS and ES modules alike; an entry node cannot load by itself
-     (TypeScript, or built output the tree does not hold) is left to the next steps;
+     (TypeScript, or built output the tree does not hold) is left to the next steps, and so is
+     an entry the original tree fails to load too (defu's lib/*.cjs requires ../dist, unbuilt in
+     the checkout): the original's result is computed once per env and entry, as tsc's is;
   2. TypeScript: the repository's own type check, `tsc --noEmit` from its node_modules, when it
      has typescript and a tsconfig.json, and only when the original tree passes it (a package
      whose types were broken upstream is not the edit's fault); an error in a test file that
@@ -37,6 +39,7 @@ _LOAD = (
 )
 _LOADABLE = (".js", ".mjs", ".cjs")
 _typechecks: dict[str, bool] = {}  # env root -> does its original tree pass `tsc --noEmit`?
+_original_loads: dict[tuple[str, str], bool] = {}  # (env root, entry) -> does the original load it?
 _lock = threading.Lock()
 
 
@@ -115,7 +118,7 @@ def build_check(env, collected: set[str], tree: Path, runner, deleted_files: set
     found = entry(tree)
     if found is not None and found not in deleted_files:
         failed = _loads(env, tree, runner, found)
-        if failed:
+        if failed and original_loads(env, runner, found):
             return "build.import", f"the package no longer loads: {failed}"
     if _typed(env, tree) and original_typechecks(env, runner):
         ok, why, errors = _tsc(env, runner, tree)
@@ -143,7 +146,7 @@ def build_check(env, collected: set[str], tree: Path, runner, deleted_files: set
     return None
 
 
-def _loads(env, tree: Path, runner, rel: str) -> str | None:
+def _loads(env, tree: Path | None, runner, rel: str) -> str | None:
     result = runner.run([env.node, "-e", _LOAD, rel], tree=tree, env=env.environ(), timeout_s=120)
     if result.timed_out:
         return "loading the entry did not finish within 120s"
@@ -154,6 +157,19 @@ def _loads(env, tree: Path, runner, rel: str) -> str | None:
             return f"node exited {result.exit_code}: {last[:200]}"
         raise SandboxError(f"the load check did not run (exit {result.exit_code}): {last[:200]}")
     return json.loads(marker[-1].removeprefix("FEATDEL-IMPORT "))
+
+
+def original_loads(env, runner, rel: str) -> bool:
+    """Does node load `rel` from the env's own checkout (the original tree)? Once per env, entry
+    and process; an entry the original lacks counts as not loading."""
+    key = (str(env.root), rel)
+    with _lock:
+        if key in _original_loads:
+            return _original_loads[key]
+    ok = (env.src / rel).is_file() and _loads(env, None, runner, rel) is None
+    with _lock:
+        _original_loads[key] = ok
+    return ok
 
 
 def _typed(env, tree: Path) -> bool:
