@@ -12,6 +12,11 @@ max) of deleted lines, deleted symbols, files touched and F2P tests over verifie
 refusals and rejections by reason. Resumable: every stage skips what the work directory holds.
 
     .venv/bin/python bench/deletion_yield.py [--work runs/yield] [--candidates 8] [-j 2]
+
+A JavaScript/TypeScript corpus runs the same way, alone (no Python others; the feature top-up is
+Python's), with its git sources mapped to mirrors as corpora/js.toml's comment says:
+
+    .venv/bin/python bench/deletion_yield.py --corpus corpora/js.toml --others --top-up --work runs/yield-js --candidates 3
 """
 
 from __future__ import annotations
