@@ -9,6 +9,7 @@ detects, the tests that pass and that none fails.
 from __future__ import annotations
 
 import re
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -56,7 +57,8 @@ def reachable(source: str) -> bool:
         return shutil.which("npm") is not None
     url = source.rsplit("@", 1)[0]
     try:
-        done = subprocess.run(["git", "ls-remote", "--exit-code", url, "HEAD"], capture_output=True, timeout=30)
+        done = subprocess.run(["git", "ls-remote", "--exit-code", url, "HEAD"], capture_output=True, timeout=30,
+                              stdin=subprocess.DEVNULL, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
     except (subprocess.TimeoutExpired, OSError):
         return False
     return done.returncode == 0
