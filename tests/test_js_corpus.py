@@ -8,8 +8,8 @@ detects, the tests that pass and that none fails.
 
 from __future__ import annotations
 
-import re
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
