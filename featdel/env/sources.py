@@ -144,13 +144,7 @@ def _from_pypi(spec: str) -> PinnedSource:
     if out.returncode != 0 or not archives:
         last = (out.stderr.strip().splitlines() or ["no sdist"])[-1]
         raise SourceError(f"{spec}: no sdist could be downloaded ({last}); check the name and version on PyPI")
-    staging = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    _unpack(archives[0], staging)
-    commit_tree(staging, f"{name} {version} sdist")
-    shutil.rmtree(dest, ignore_errors=True)
-    staging.rename(dest)
-    return PinnedSource(spec=spec, name=slug, repo=dest, commit=git("rev-parse", "HEAD", cwd=dest))
+    return _committed(spec, slug, dest, archives[0], f"{name} {version} sdist")
 
 
 def _from_npm(spec: str) -> PinnedSource:
@@ -177,10 +171,16 @@ def _from_npm(spec: str) -> PinnedSource:
     if out.returncode != 0 or not archives:
         last = (out.stderr.strip().splitlines() or ["no tarball"])[-1]
         raise SourceError(f"{spec}: no tarball could be fetched ({last}); check the name and version on npm")
+    return _committed(spec, slug, dest, archives[0], f"{name} {version} npm tarball")  # one folder, `package/`
+
+
+def _committed(spec: str, slug: str, dest: Path, archive: Path, message: str) -> PinnedSource:
+    """The archive unpacked (its single top-level folder dropped) and committed reproducibly at
+    `dest`, which appears only once whole."""
     staging = dest.with_name(dest.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    _unpack(archives[0], staging)  # npm tarballs hold one folder, `package/`
-    commit_tree(staging, f"{name} {version} npm tarball")
+    _unpack(archive, staging)
+    commit_tree(staging, message)
     shutil.rmtree(dest, ignore_errors=True)
     staging.rename(dest)
     return PinnedSource(spec=spec, name=slug, repo=dest, commit=git("rev-parse", "HEAD", cwd=dest))
