@@ -2,11 +2,13 @@
 entry: a package whose entry requires built output the checkout lacks (unjs/defu's lib/index.cjs
 requires ../dist) keeps its deletions, and one whose original entry loads still rejects an edit
 that breaks it. A created project tested with `node --test` (no dependencies to install), mined
-once per module and checked in the local sandbox. Needs node, npm and bubblewrap.
+once per module and checked in the local sandbox. Subtests lost because their parent test failed
+midway are failures, not a suite that no longer runs. Needs node, npm and bubblewrap.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -27,6 +29,14 @@ UNBUILT = {
                          "test('shouts', () => assert.strictEqual(shout('hi'), 'HI!'));\n"
                          "test('shouts louder', () => assert.strictEqual(shout('a'), 'A!'));\n"
                          "test('whispers', () => assert.strictEqual(whisper('HI'), 'hi...'));\n",
+    # subtests register while their parent runs: one that throws midway loses the ones after it
+    "test/grouped.test.js": "const test = require('node:test');\nconst assert = require('node:assert');\n"
+                            "const { shout, whisper } = require('../src/text.js');\n\n"
+                            "test('grouped', async (t) => {\n"
+                            "  await t.test('first', () => assert.strictEqual(whisper('A'), 'a...'));\n"
+                            "  assert.strictEqual(shout('x'), 'X!');\n"
+                            "  await t.test('second', () => assert.strictEqual(whisper('B'), 'b...'));\n"
+                            "});\n",
 }
 
 
@@ -70,3 +80,21 @@ def test_an_entry_the_original_loads_still_rejects_an_edit_that_breaks_it(unbuil
         assert buildcheck.original_loads(unbuilt.env, runner, "src/text.js")
         failed = unbuilt.build_check(tree, runner, set())
     assert failed is not None and failed[0] == "build.import" and "undefinedHelper" in failed[1], failed
+
+
+def test_subtests_lost_with_their_failing_parent_are_failures_not_a_broken_suite(unbuilt, js_backend, tmp_path):
+    from featdel.env.testrun import RunOptions
+    from featdel.lang.javascript import buildcheck
+
+    stub = UNBUILT["src/text.js"].replace("  const upper = s.toUpperCase();\n  return upper + '!';\n", "  return undefined;\n")
+    tree = _edited(unbuilt, tmp_path, {"src/text.js": stub})
+    second = "test/grouped.test.js::grouped::second"
+    with unbuilt.runner(js_backend) as runner:
+        run = runner.run_suite(RunOptions(), tree=tree)
+        assert second not in run.collected and run.outcomes["test/grouped.test.js::grouped"] == "failed", run.outcomes
+        assert buildcheck.lost_with_parent(second, run)
+        assert not buildcheck.lost_with_parent("test/grouped.test.js::elsewhere::second", run)  # no ancestor ran
+        assert unbuilt.build_check(tree, runner, set()) is None
+    # the same subtest gone while its parent passed is a suite that changed: still rejected
+    passed = dataclasses.replace(run, outcomes={**run.outcomes, "test/grouped.test.js::grouped": "passed"})
+    assert not buildcheck.lost_with_parent(second, passed)
