@@ -163,25 +163,44 @@ describe('math', () => { test('adds', () => expect(add(1, 1)).toBe(2)); test('is
 
 
 def test_vitest_typescript(shared_root, backend, tmp_path):
+    from featdel.lang.javascript.coverage import coverage_map
+
     tree = project(tmp_path, {
         "package.json": json.dumps({"name": "p", "version": "1.0.0", "type": "module",
                                     "scripts": {"test": "vitest run --reporter=dot"}}),
-        "src/math.ts": "export function add(a: number, b: number): number { return a + b; }\n",
+        # vite bundles a config file to node_modules/.vite-temp, read-only in the sandbox: vitest
+        # 3.1+ loads it through vite's module runner instead (unjs/pathe, unjs/cookie-es)
+        "vitest.config.ts": "import { defineConfig } from 'vitest/config';\nexport default defineConfig({ test: {} });\n",
+        "src/math.ts": "export function add(a: number, b: number): number { return a + b; }\n"
+                       # overload signatures come first; coverage ties the call to the body (unjs/scule)
+                       "export function pad(s: string): string;\nexport function pad(s: string, n: number): string;\n"
+                       "export function pad(s: string, n = 3): string {\n  const gap = n - s.length;\n"
+                       "  return ' '.repeat(Math.max(0, gap)) + s;\n}\n",
         "test/math.test.ts": """import { describe, expect, test } from 'vitest';
-import { add } from '../src/math';
+import { add, pad } from '../src/math';
 describe('math', () => { test('adds', () => expect(add(1, 1)).toBe(2)); test('is wrong', () => expect(add(1, 1)).toBe(3)); });
 test.skip('later', () => {});
+test('pads', () => expect(pad('a')).toBe('  a'));
 """,
         "test/broken.test.ts": "const n: number = 1;\nthrow new Error('boom at load ' + n);\n",
     })
     got = run(shared_root, tree, backend)
     assert got.broken is None, got.output_tail
     assert got.outcomes == {"test/math.test.ts::math::adds": "passed", "test/math.test.ts::math::is wrong": "failed",
-                            "test/math.test.ts::later": "skipped"}
+                            "test/math.test.ts::later": "skipped", "test/math.test.ts::pads": "passed"}
     assert got.collect_errors == ["test/broken.test.ts"]
     assert not (tree / "node_modules").exists()  # vite's cache stays out of the tree
     picked = run(shared_root, tree, backend, tests=["test/math.test.ts::math::adds"])
     assert picked.outcomes == {"test/math.test.ts::math::adds": "passed"}
+    wanted = ["test/math.test.ts::math::adds", "test/math.test.ts::pads"]
+    data = tmp_path / "cov"
+    assert run(shared_root, tree, backend, tests=wanted, coverage_to=data).outcomes == dict.fromkeys(wanted, "passed")
+    cmap = coverage_map(tree, ["src"], data, set(wanted))
+    assert {(s.qualname, s.lines, tuple(s.tests)) for s in cmap.symbols} == {
+        ("add", 1, ("test/math.test.ts::math::adds",)),
+        *(("pad", lines, ("test/math.test.ts::pads",)) for lines in (1, 4)),  # two signatures, one body
+    }
+    assert cmap.line_rate > 50, cmap.line_rate  # the body's lines ran, not a signature's one
 
 
 def test_tape_subtests_todo_and_load_errors(shared_root, backend, tmp_path):

@@ -93,7 +93,9 @@ def coverage_map(src: Path, package_dirs: list[str], data: Path, allowed: set[st
                 if exact:
                     owner = _innermost(found, units[min(start, len(units) - 1)], units[min(end, len(units) - 1)])
                 else:
-                    owner = next((s for s in found if s.name == name and s.kind != "class"), None) if name else None
+                    # the implementation, not a TS overload signature of the same name (no body)
+                    named = [s for s in found if name and s.name == name and s.kind != "class"]
+                    owner = next((s for s in named if s.body_start_byte < s.end_byte), named[0] if named else None)
                 if owner is None:
                     continue
                 ran_lines.update(range(owner.body_start_line, owner.end_line + 1))

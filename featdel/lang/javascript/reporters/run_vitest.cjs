@@ -99,6 +99,12 @@ module.exports = async function runVitest({ cwd, options, report, pkgDir }) {
     ...parsed.options, run: true, watch: false, reporters: [reporterFor(report)], coverage: { enabled: false },
     passWithNoTests: true,
   };
+  // Vite bundles a vitest.config.ts / vite.config.ts to a temp file under node_modules/.vite-temp,
+  // which the sandbox mounts read-only; vitest 3.1+ can load it through Vite's module runner
+  // instead, writing nothing (unjs/pathe, unjs/cookie-es). Older vitest keeps Vite's bundler.
+  const [major, minor] = JSON.parse(fs.readFileSync(path.join(pkgDir('vitest'), 'package.json'), 'utf8'))
+    .version.split('.').map(Number);
+  if (major > 3 || (major === 3 && minor >= 1)) settings.configLoader = 'runner';
   if (options.select && options.select.length) {
     settings.testNamePattern = `^(?:${options.select.map((s) => escape(s.titles.join(' '))).join('|')})$`;
   }
