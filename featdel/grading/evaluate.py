@@ -67,6 +67,7 @@ def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None,
     With the docker backend, an image `featdel env build --sandbox docker` made for the env
     (`shards.image_tag(env_id)`) is used first; otherwise the env in this machine's cache."""
     from featdel.core import shards
+    from featdel.lang import language as lang_of
 
     RunDir(run_dir).need(RunDir(run_dir).tasks_dir, f"run `featdel package {run_dir}` first")
     envs = {row.env_id: row for row in shards.env_rows(run_dir)}
@@ -81,6 +82,11 @@ def load_tasks(run_dir: Path, workdir: Path, *, timeout_s: float | None = None,
         if env is None:
             out[row.instance_id] = (f"environment {row.env_id} is not built on this machine: run "
                                     f"`featdel env build {run_dir}`" + (" --sandbox docker" if docker else ""))
+            continue
+        if docker and image is None and lang_of(row.language).name != "python":
+            # the base image has Python only: a local env of another language cannot run in it
+            out[row.instance_id] = (f"environment {row.env_id} ({row.language}) has no image on this engine: "
+                                    f"run `featdel env build {run_dir} --sandbox docker`")
             continue
         out[row.instance_id] = GradeTask(
             instance_id=row.instance_id, env=env, snapshot=workdir / f"{row.env_id}.tar.gz",
