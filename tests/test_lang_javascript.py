@@ -145,6 +145,21 @@ export const toMap = (keys: string[]): Map<string, number> => {
   keys.forEach((k, i) => out.set(k, i));
   return out;
 };
+
+// no return types: a stub that only throws would infer void (unjs/scule's TS2394)
+export function shout<T extends string>(x: T): Uppercase<T>;
+export function shout(x: string) {
+  return x.toUpperCase();
+}
+
+export class Box {
+  width() {
+    return 3;
+  }
+}
+
+export const loud: string = shout("a");
+export const doubled: number = new Box().width() * 2;
 """
 
 TSX = """\
@@ -188,9 +203,10 @@ def test_symbols_of_esm_typescript_and_tsx():
         ("pick", "function"), ("pick", "function"), ("pick", "function"), ("Shape", "class"),
         ("Shape.constructor", "method"), ("Shape.area", "method"), ("Shape.describe", "method"), ("Square", "class"),
         ("Square.constructor", "method"), ("Square.area", "method"), ("Square.side", "method"),
-        ("Square.label", "method"), ("identity", "function"), ("toMap", "function")]
+        ("Square.label", "method"), ("identity", "function"), ("toMap", "function"), ("shout", "function"),
+        ("shout", "function"), ("Box", "class"), ("Box.width", "method")]
     assert ts[0].body_start_byte == ts[0].end_byte  # an overload signature has no body
-    assert ts[-1].signature == "export const toMap = (keys: string[]): Map<string, number>"
+    assert ts[13].signature == "export const toMap = (keys: string[]): Map<string, number>"
     assert _qualnames(TSX, "hello.tsx") == [("Hello", "function"), ("List", "function")]
     assert not syntax.has_syntax_error(TSX.encode(), "hello.tsx")
     assert syntax.has_syntax_error(TS.encode(), "shape.js")  # types are not JavaScript

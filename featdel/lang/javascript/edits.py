@@ -3,7 +3,9 @@
 In: a file's bytes and `Symbol`s of it (featdel.lang.javascript.syntax). Out: `Splice`s on the
 original bytes (featdel.lang.base), so several edits of one file compose in one pass.
 
-- The stub: a body becomes `{ throw new Error("not implemented"); }`, laid out as the body was
+- The stub: a body becomes `{ throw new Error("not implemented"); }` (in TypeScript, a function
+  declaration or method without a return type returns a throwing arrow's call instead, so the
+  inferred return type is `never` rather than `void`), laid out as the body was
   (one line, or one statement per line at the body's indentation); an arrow's expression body
   becomes that block. Everything before the body stays, TypeScript's parameter and return types
   too: a block that only throws type-checks whatever the declared return type. A derived class's
@@ -32,6 +34,11 @@ from featdel.lang.base import AlreadyStub, Edit, EditRefused, Splice, StubBody, 
 from featdel.lang.javascript import syntax
 
 THROW = 'throw new Error("not implemented");'
+# TypeScript infers `void` for a function declaration or method without a return type whose body
+# only throws (an arrow that only throws is `never`): callers using its value, and its overload
+# signatures (TS2394), would then fail the type check. Returning the throwing arrow's call keeps
+# the inferred type `never`, which fits every use.
+THROW_NEVER = 'return (() => { throw new Error("not implemented"); })();'
 LABELS = ("return undefined", "return null", "return first argument", "equal_anything")
 _EQUAL = 'new Proxy({}, { get: (_, key) => (key === "then" ? undefined : () => true) })'
 
@@ -175,9 +182,23 @@ def first_parameter(tree, sym: Symbol) -> str | None:
     return None
 
 
+def _throwing(sym: Symbol, body) -> bytes:
+    """The statement that stubs `body`: THROW, or THROW_NEVER where TypeScript would infer void."""
+    fn = body.parent
+    if (syntax.is_typescript(sym.path) and _returns(sym) and fn is not None
+            and fn.type in ("function_declaration", "method_definition") and fn.child_by_field_name("return_type") is None
+            and not any(c.type in ("async", "*", "get") for c in fn.children)):
+        return THROW_NEVER.encode()
+    return THROW.encode()
+
+
 def stub_body(symbol: Symbol, source: bytes) -> str:
     """The body `symbol` gets from the `body` strategy: a block that throws."""
-    return _body_text(symbol, source, [THROW.encode()]).decode()
+    tree = syntax.parse(source, symbol.path)
+    body = body_node(tree, symbol)
+    if body is None:
+        raise EditRefused(f"{symbol.qualname} has no body")
+    return _body_text(symbol, source, [_throwing(symbol, body)], tree).decode()
 
 
 def stub_variants(symbol: Symbol, source: bytes) -> list[StubBody]:
@@ -225,7 +246,7 @@ def stub(source: bytes, found: list[Symbol]) -> Edit:
         body = body_node(tree, sym)
         if body is None or _is_stub(body):
             continue
-        splices.append(Splice(body.start_byte, body.end_byte, _body_text(sym, source, [THROW.encode()], tree)))
+        splices.append(Splice(body.start_byte, body.end_byte, _body_text(sym, source, [_throwing(sym, body)], tree)))
         removed.append(body.text.decode())
     if not splices:
         raise AlreadyStub("the body is already a stub")
