@@ -5,7 +5,8 @@ trained in the test on featdel's README, so nothing is downloaded. Pins: samplin
 wrapper's cache scores each token as a full forward does (the log-probabilities the update
 trusts); a turn ends at the first token holding a newline, whatever else the token holds; the
 trainer runs a step on the packaged tiny run with finite losses and writes a checkpoint that
-`featdel solve --policy` loads back (its `load_policy`) with the same weights.
+`featdel solve --policy` loads back (its `load_policy`) with the same weights, and a rerun with
+more steps resumes from it (it starts at step 1, keeps the metric line before it, takes step 2).
 """
 
 import json
@@ -66,10 +67,15 @@ def test_train_a_hugging_face_checkpoint_and_load_it_as_a_policy(hf_dir, package
     from featdel.trainer.policy_io import load_policy
 
     out = tmp_path / "hf"
-    done = subprocess.run([FEATDEL, "train", str(packaged_tiny), "--preset", "debug", "--steps", "1",
-                           "--out", str(out), "--db", str(tmp_path / "c.duckdb"), "--model", str(hf_dir)],
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout + done.stderr
+
+    def train(steps: int) -> subprocess.CompletedProcess:
+        done = subprocess.run([FEATDEL, "train", str(packaged_tiny), "--preset", "debug", "--steps", str(steps),
+                               "--out", str(out), "--db", str(tmp_path / "c.duckdb"), "--model", str(hf_dir)],
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    train(1)
     [row] = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert row["trajectories"] == 4 and math.isfinite(row["loss"])
     policy = load_policy(out)
@@ -79,6 +85,10 @@ def test_train_a_hugging_face_checkpoint_and_load_it_as_a_policy(hf_dir, package
     assert any(not torch.equal(p, trained[n]) for n, p in start.named_parameters())  # a step was taken
     ids, _ = policy.act(policy.codec.encode("Restore it.\n"), max_tokens=8, seed=0)
     assert ids
+    assert "start=1" in train(2).stdout
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(r["trajectories"] == 4 for r in rows)
+    assert (out / "checkpoints" / "latest").read_text().strip() == "step-000002"
 
 
 def test_a_folder_without_a_checkpoint_is_one_line(tmp_path, packaged_tiny):

@@ -1,9 +1,9 @@
 """Invariant: the real pretrained model (SmolLM2-135M-Instruct, `featdel model fetch`) trains
 through `featdel train --model NAME` on CPU, in its own chat format, on real featdel tasks.
 
-Pins: a step runs on the packaged tiny run with a finite loss and checkpoints, and a rerun with
-more steps resumes from the checkpoint (it starts at step 1, keeps the metric line before it) and
-takes the second step;
+Pins: a step runs on the packaged tiny run with a finite loss and checkpoints (resuming from a
+Hugging Face model's checkpoint is tests/test_train_hf.py's, on a tiny one: a step of this model
+costs about a minute of CPU);
 the episode is a conversation in the model's chat template (system and user messages, the
 assistant's header before every action, each observation a user message); the hint rules fire
 on what the model does (its turns run long, break their calls) and are recorded by rule; the
@@ -36,7 +36,7 @@ def train(run, out, db, steps, env):
 
 
 @pytest.mark.slow
-def test_the_pretrained_model_trains_in_its_chat_format_checkpoints_and_resumes(smollm2, packaged_tiny, tmp_path):
+def test_the_pretrained_model_trains_in_its_chat_format_and_checkpoints(smollm2, packaged_tiny, tmp_path):
     from transformers import AutoTokenizer
 
     from featdel.agent.trajectory import read_trajectories
@@ -50,19 +50,14 @@ def test_the_pretrained_model_trains_in_its_chat_format_checkpoints_and_resumes(
     train(packaged_tiny, out, db, 1, env)
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1] and rows[0]["trajectories"] == 2
-    assert (out / "checkpoints" / "latest").read_text().strip() == "step-000001"
-    again = train(packaged_tiny, out, db, 2, env)
-    assert "start=1" in again.stdout
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1, 2] and all(r["trajectories"] == 2 for r in rows)
     assert all(math.isfinite(r["loss"]) for r in rows if not r["skipped_update"])
-    assert (out / "checkpoints" / "latest").read_text().strip() == "step-000002"
+    assert (out / "checkpoints" / "latest").read_text().strip() == "step-000001"
     assert sum(r["hints"] for r in rows) >= 1 and any(r["hints_by_rule"] for r in rows), rows
 
     codec = HFCodec(AutoTokenizer.from_pretrained(smollm2, local_files_only=True))
     header = codec.chat.header
     trajs = [t for f in sorted((out / "trajectories").glob("step-*.jsonl")) for t in read_trajectories(f)]
-    assert len(trajs) == 4
+    assert len(trajs) == 2
     for t in trajs:
         if t.status == "broken":
             continue
@@ -73,7 +68,7 @@ def test_the_pretrained_model_trains_in_its_chat_format_checkpoints_and_resumes(
         if len(t.turns) > 1:
             assert "<|im_end|>\n<|im_start|>user\n" in text, "an observation is a user message"
     hinted = [(t, h) for t in trajs for h in t.hints if t.status != "broken"]
-    assert hinted, "no hint fired in 4 trajectories"
+    assert hinted, "no hint fired in 2 trajectories"
     t, h = hinted[0]
     turn = next(x for x in t.turns if x.index == h.turn)
     teacher_ids, where = Teacher(torch.nn.Linear(1, 1), "live", codec=codec).hinted(t.tokens, turn.action_start,
