@@ -66,8 +66,8 @@ def reachable(source: str) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("source", sorted(claims()))
-def test_the_suite_still_passes_in_the_sandbox(source, tmp_path):
-    """Uses the featdel cache (FEATDEL_CACHE): one install per entry, reused by later runs."""
+def test_the_suite_still_passes_in_the_sandbox(source, tmp_path, featdel_cache):
+    """Uses the session's featdel cache: one install per entry, reused by later tests."""
     if shutil.which("node") is None or not reachable(source):
         pytest.skip(f"{source} cannot be reached here (map a mirror with git's url.*.insteadOf, see corpora/js.toml)")
     from featdel.env.sources import checkout, resolve

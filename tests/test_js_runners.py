@@ -341,9 +341,9 @@ def test_the_packages_own_copies_go_unless_a_test_tool_loads_them(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_real_npm_tarball_that_ships_its_tests(tmp_path, monkeypatch, backend):
-    """minimist 1.2.8's tarball keeps its tape suite (test/*.js); needs the npm registry."""
-    monkeypatch.setenv("FEATDEL_CACHE", str(tmp_path / "cache"))
+def test_a_real_npm_tarball_that_ships_its_tests(tmp_path, featdel_cache, backend):
+    """minimist 1.2.8's tarball keeps its tape suite (test/*.js); needs the npm registry. The
+    session's cache: tests/test_js_corpus.py installs the same env, once for both."""
     from featdel.env.sources import checkout, resolve
 
     source = resolve("npm:minimist@1.2.8")

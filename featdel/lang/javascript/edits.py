@@ -40,7 +40,11 @@ THROW = 'throw new Error("not implemented");'
 # the inferred type `never`, which fits every use.
 THROW_NEVER = 'return (() => { throw new Error("not implemented"); })();'
 LABELS = ("return undefined", "return null", "return first argument", "equal_anything")
-_EQUAL = 'new Proxy({}, { get: (_, key) => (key === "then" ? undefined : () => true) })'
+# `has` too: jest's and vitest's equality look for an asymmetric matcher with `"asymmetricMatch" in
+# value` before they call it, and a Proxy without the trap answers no (a red-team stub with that
+# key as its own property passed `toStrictEqual` on unjs/cookie-es tasks this gate had let through)
+_EQUAL = ('new Proxy({}, { get: (_, key) => (key === "then" ? undefined : () => true), '
+          'has: (_, key) => key !== "then" })')
 
 
 class Lines:
