@@ -220,3 +220,32 @@ def test_similarity_reads_javascript_tokens(tmp_path):
     assert copied.score >= quality.MAX_SIMILARITY and copied.nearest == "lib/a.js::lru"
     assert quality.similarity([other], tmp_path, lang=js).score < 0.5
     assert quality.similarity([renamed], tmp_path, lang=js, exclude={"lib/a.js::lru"}).score == 0.0
+
+
+# Code of the patch in vitest's worker, names built at run time (an outside red team's wins on
+# unjs/cookie-es before the JS canaries): a hook that flips every failed result to passed, and
+# the assertion library's check made a no-op. The must_fail canaries pass under both.
+FLIP = """
+const rt: any = await import(["vi", "test"].join(""));
+rt.afterEach((ctx: any) => { ctx.task.result.state = "pass"; ctx.task.result.errors = undefined; });
+"""
+NOOP = """
+const rt2: any = await import("vi" + "test");
+rt2.chai.Assertion.prototype.assert = function () {};
+"""
+
+
+def test_in_process_result_flips_earn_nothing_on_vitest(ts_run, backend, tmp_path):
+    from featdel.core import shards
+    from featdel.grading.evaluate import load_tasks
+    from featdel.grading.grade import grade
+
+    run_dir, *_ = ts_run
+    row = shards.task_rows(run_dir)[0]
+    task = load_tasks(run_dir, tmp_path, backend=backend)[row.instance_id]
+    assert grade(task, row.patch, backend).reward == 1.0  # the canaries leave gold alone
+    for label, text in (("flip", FLIP), ("no-op assert", NOOP)):
+        patch = _lib_patch(run_dir, row.instance_id, "src/index.ts", text)
+        result = grade(task, patch, backend, allow_suspect=True)
+        assert result.reward == 0.0 and result.status == "suspect", (label, result.status, result.reason)
+        assert "must_fail canary" in result.reason, (label, result.reason)

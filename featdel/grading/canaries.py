@@ -44,9 +44,18 @@ class Canary:
         return None
 
 
-def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex) -> list[Canary]:
+def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, language: str = "python",
+          env=None) -> list[Canary]:
     """Append the canaries to the files of `fail_to_pass` under `tree`; return them. Tests the
-    grader cannot place (doctests, ids it cannot find in the file) get no twin or variant."""
+    grader cannot place (doctests, ids it cannot find in the file) get no twin or variant.
+    Another language plants its own through its `Language.plant_canaries` (JavaScript's:
+    must_fail and must_pass only, featdel.lang.javascript.canaries)."""
+    if language != "python":
+        from featdel.lang import language as lang_of
+
+        theirs = lang_of(language).plant_canaries(tree, fail_to_pass, env)
+        if theirs is not None:
+            return [Canary(node_id=node, kind=kind) for node, kind in theirs]
     by_file: dict[str, list[str]] = {}
     for node in fail_to_pass:
         by_file.setdefault(node.split("::", 1)[0], []).append(node)

@@ -183,7 +183,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     if findings and not allow_suspect:
         return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings,
                            reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
-    planted = canaries.plant(graded, task.fail_to_pass)
+    planted = canaries.plant(graded, task.fail_to_pass, language=task.language, env=task.env)
     guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files, task.language)}
     added = added_lines(texts, task.gold_patch)
     try:

@@ -280,3 +280,9 @@ class Language(Protocol):
         """Which allowed tests run each symbol's body, from the coverage data a run left at `data`."""
         ...
 
+    def plant_canaries(self, tree: Path, fail_to_pass: list[str], env) -> list[tuple[str, str]] | None:
+        """Append the grader's canary tests to the F2P test files under `tree` (the graded tree):
+        (node id, kind) per canary, kind `must_fail` or `must_pass` (featdel.grading.canaries
+        judges them); None where the grader plants its own (Python's, featdel.grading.canaries)."""
+        ...
+

@@ -146,5 +146,8 @@ class Python:
 
         return build(src, package_dirs, data, allowed)
 
+    def plant_canaries(self, tree: Path, fail_to_pass: list[str], env) -> None:
+        return None  # the grader's own (featdel.grading.canaries: twins and variants too)
+
 
 LANGUAGE = Python()

@@ -231,5 +231,10 @@ class JavaScript:
 
         return coverage.coverage_map(src, package_dirs, data, allowed)
 
+    def plant_canaries(self, tree: Path, fail_to_pass: list[str], env) -> list[tuple[str, str]]:
+        from featdel.lang.javascript import canaries
+
+        return canaries.plant(tree, fail_to_pass, env.runner)
+
 
 LANGUAGE = JavaScript()
