@@ -237,14 +237,3 @@ def test_a_harbor_folder_rewards_the_oracle_and_not_doing_nothing(exported, tmp_
     finally:
         _docker("rmi", "-f", tag)
     assert rewards == {"oracle": "1", "nop": "0"}
-
-
-def test_a_js_env_built_only_locally_is_refused_in_one_line_by_docker_grading(mocha_run, tmp_path):
-    """The base image has no node: grading a locally mined JS task there would report the empty
-    patch and gold alike as `broken` (exec /usr/bin/node: no such file); it says what to run."""
-    from featdel.grading.evaluate import load_tasks
-
-    run_dir, *_ = mocha_run
-    got = load_tasks(run_dir, tmp_path, backend=sandbox_backend("docker"))
-    assert got and all(isinstance(v, str) and "has no image on this engine" in v
-                       and f"featdel env build {run_dir} --sandbox docker" in v for v in got.values()), got

@@ -249,3 +249,17 @@ def test_in_process_result_flips_earn_nothing_on_vitest(ts_run, backend, tmp_pat
         result = grade(task, patch, backend, allow_suspect=True)
         assert result.reward == 0.0 and result.status == "suspect", (label, result.status, result.reason)
         assert "must_fail canary" in result.reason, (label, result.reason)
+
+
+def test_a_js_env_built_only_locally_is_refused_in_one_line_by_docker_grading(mocha_run, tmp_path):
+    """The base image has no node: grading a locally mined JS task there would report the empty
+    patch and gold alike as `broken` (exec /usr/bin/node: no such file); it says what to run.
+    Here, not in tests/test_js_docker.py: that module's fixture points FEATDEL_CACHE at a cache it
+    deletes, and the session's mocha_run must not be built inside it."""
+    from featdel.grading.evaluate import load_tasks
+    from tests.conftest_sandbox import sandbox_backend
+
+    run_dir, *_ = mocha_run
+    got = load_tasks(run_dir, tmp_path, backend=sandbox_backend("docker"))  # skips without an engine
+    assert got and all(isinstance(v, str) and "has no image on this engine" in v
+                       and f"featdel env build {run_dir} --sandbox docker" in v for v in got.values()), got
