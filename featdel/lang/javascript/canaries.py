@@ -92,19 +92,15 @@ def _code(runner: str, esm: bool, v: str, a: int, b: int):
         stmt = check(lambda x, y: f"{v}_e({x}).toBe({y});")
         return header, lambda title, body: f"{v}_t({title}, () => {{ {stmt(body)} }});"
     if runner in ("mocha", "node-test"):
-        if runner == "mocha":  # its globals: `it` (bdd) or `test` (tdd)
-            test = f"{v}_t"
-            define = f"const {test} = globalThis.it || globalThis.test;"
-        else:
-            test = f"{v}_t"
-            define = ""
+        # mocha's test function is a global: `it` (bdd) or `test` (tdd); node's is node:test's
+        define = f"const {v}_t = globalThis.it || globalThis.test;" if runner == "mocha" else ""
         if esm:
             header = f"import {v}_a from 'node:assert';" + (f" import {v}_t from 'node:test';" if runner == "node-test" else "")
         else:
             header = f"const {v}_a = require('node:assert');" + (f" const {v}_t = require('node:test');" if runner == "node-test" else "")
         header = f"{header} {define}".strip()
         stmt = check(lambda x, y: f"{v}_a.strictEqual({x}, {y});")
-        return header, lambda title, body: f"{test}({title}, () => {{ {stmt(body)} }});"
+        return header, lambda title, body: f"{v}_t({title}, () => {{ {stmt(body)} }});"
     if runner == "tape" and not esm:
         header = f"const {v}_t = require('tape');"  # through the launcher's proxy: tied to this file
         stmt = check(lambda x, y: f"t.equal({x}, {y}); t.end();")
