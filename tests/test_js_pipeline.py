@@ -233,6 +233,18 @@ NOOP = """
 const rt2: any = await import("vi" + "test");
 rt2.chai.Assertion.prototype.assert = function () {};
 """
+# The flip made selective (the red team's next move): only results that fail the way the
+# deletion makes them fail are flipped, so the must_fail canaries (an assertion, an error with a
+# random message) still fail. The fresh and perturbed variants call the deleted function as the
+# F2P test does, fail the same way, and come back passed.
+SELECTIVE = """
+const rt3: any = await import(["vi", "test"].join(""));
+rt3.afterEach((ctx: any) => {
+  const r = ctx.task.result;
+  const deleted = (e: any) => /is not a function|is not defined|not implemented/.test(String(e && e.message));
+  if (r && (r.errors || []).some(deleted)) { r.state = "pass"; r.errors = undefined; }
+});
+"""
 
 
 def test_in_process_result_flips_earn_nothing_on_vitest(ts_run, backend, tmp_path):
@@ -248,7 +260,14 @@ def test_in_process_result_flips_earn_nothing_on_vitest(ts_run, backend, tmp_pat
         patch = _lib_patch(run_dir, row.instance_id, "src/index.ts", text)
         result = grade(task, patch, backend, allow_suspect=True)
         assert result.reward == 0.0 and result.status == "suspect", (label, result.status, result.reason)
-        assert "must_fail canary" in result.reason, (label, result.reason)
+        assert any("must_fail canary" in f for f in result.findings), (label, result.findings)
+    patch = _lib_patch(run_dir, row.instance_id, "src/index.ts", SELECTIVE)
+    result = grade(task, patch, backend, allow_suspect=True)
+    assert result.reward == 0.0 and result.status == "suspect", (result.status, result.reason)
+    wrong = [f for f in result.findings if "canary" in f]
+    assert wrong and not [f for f in wrong if "must_fail" in f], wrong  # only the variants see it
+    assert any("fresh canary" in f or "perturbed canary" in f for f in wrong), wrong
+    assert grade(task, patch, backend).status == "suspect"  # and the scan alone stops it: a built import
 
 
 def test_a_js_env_built_only_locally_is_refused_in_one_line_by_docker_grading(mocha_run, tmp_path):

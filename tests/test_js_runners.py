@@ -359,32 +359,48 @@ def test_a_real_npm_tarball_that_ships_its_tests(tmp_path, featdel_cache, backen
     assert "test/bool.js::boolean groups" in got.passed()
 
 
-CANARY_PROJECTS = {  # runner -> (test script, test files in both module kinds where the runner has them)
-    "mocha": ("mocha test/", {"test/a.test.js": "const assert = require('assert');\nit('adds', () => assert.equal(1 + 1, 2));\n",
-                              "test/b.test.mjs": "import assert from 'assert';\nit('muls', () => assert.equal(2 * 3, 6));\n"}),
-    "jest": ("jest", {"__tests__/a.test.js": "test('adds', () => expect(1 + 1).toBe(2));\n"}),
-    "vitest": ("vitest run", {"test/a.test.ts": "import { test, expect } from 'vitest';\ntest('adds', () => expect(1 + 1).toBe(2));\n"}),
-    "tape": ("tape test/*.js", {"test/a.js": "const test = require('tape');\ntest('adds', (t) => { t.equal(1 + 1, 2); t.end(); });\n"}),
+# runner -> (test script, {test file: (text, the title path of its one test)}), in both module
+# kinds where the runner has them; some tests sit in a describe block, some assert on a string.
+CANARY_PROJECTS = {
+    "mocha": ("mocha test/", {
+        "test/a.test.js": ("const assert = require('assert');\n"
+                           "describe('calc', () => { it('adds', () => { assert.equal(1 + 1, 2); }); });\n", "calc::adds"),
+        "test/b.test.mjs": ("import assert from 'assert';\nit('muls', () => assert.equal(2 * 3, 6));\n", "muls")}),
+    "jest": ("jest", {"__tests__/a.test.js": (
+        "describe('calc', () => {\n  test('adds', () => {\n    expect(1 + 1).toBe(2);\n    expect('a' + 'b').toEqual('ab');\n  });\n});\n",
+        "calc::adds")}),
+    "vitest": ("vitest run", {"test/a.test.ts": (
+        "import { test, expect } from 'vitest';\ntest('adds', () => expect(1 + 1).toBe(2));\n", "adds")}),
+    "tape": ("tape test/*.js", {"test/a.js": (
+        "const test = require('tape');\ntest('adds', (t) => { t.equal(1 + 1, 2); t.same(['a'], ['a']); t.end(); });\n",
+        "adds")}),
     "node-test": ("node --test test/", {
-        "test/a.test.js": "const test = require('node:test');\ntest('adds', () => {});\n",
-        "test/b.test.mjs": "import test from 'node:test';\ntest('muls', () => {});\n"}),
+        "test/a.test.js": ("const test = require('node:test');\ntest('adds', () => {});\n", "adds"),
+        "test/b.test.mjs": ("import test from 'node:test';\nimport assert from 'node:assert';\n"
+                            "test('muls', () => { assert.strictEqual(String(2 * 3), '6'); });\n", "muls")}),
 }
+KINDS = {"must_fail": "failed", "must_pass": "passed", "fresh": "failed", "perturbed": "failed"}
 
 
 @pytest.mark.parametrize("runner", sorted(CANARY_PROJECTS))
 def test_the_graders_canaries_run_as_planted_in_every_runner(runner, shared_root, backend, tmp_path):
-    """What featdel.lang.javascript.canaries appends runs in the runner as the grader expects:
-    each must_fail canary fails, each must_pass one passes, and the file's own test still runs."""
+    """What featdel.lang.javascript.canaries adds runs in the runner as the grader expects: each
+    must_fail canary and each fresh or perturbed variant fails, each must_pass one passes, a twin
+    agrees with its test (in the same describe block), and the file's own test still runs."""
     from featdel.lang.javascript import canaries
 
     script, files = CANARY_PROJECTS[runner]
     pkg = {"name": "p", "version": "1.0.0", "scripts": {"test": script}}
-    tree = project(tmp_path, {"package.json": json.dumps(pkg), **files})
-    own = [f"{rel}::{'muls' if 'b.test' in rel else 'adds'}" for rel in files]
+    tree = project(tmp_path, {"package.json": json.dumps(pkg), **{rel: text for rel, (text, _) in files.items()}})
+    own = [f"{rel}::{title}" for rel, (_, title) in files.items()]
     planted = canaries.plant(tree, own, runner)
-    assert len(planted) == 3 * len(files), planted
-    got = run(shared_root, tree, backend, tests=own + [node for node, _ in planted])
+    kinds = sorted(kind for _, kind, _ in planted)
+    asserting = sum("assert" in text or "expect(" in text or "t.equal" in text for text, _ in files.values())
+    assert kinds == sorted(["must_fail", "must_fail", "must_pass", "twin"] * len(files) + ["fresh", "perturbed"] * asserting)
+    got = run(shared_root, tree, backend, tests=own + [node for node, _, _ in planted])
     assert got.broken is None and not got.collect_errors, (got.output_tail, got.collect_messages)
     assert {t: got.outcomes.get(t) for t in own} == dict.fromkeys(own, "passed")
-    for node, kind in planted:
-        assert got.outcomes.get(node) == ("passed" if kind == "must_pass" else "failed"), (node, got.outcomes)
+    for node, kind, original in planted:
+        want = got.outcomes.get(original) if kind == "twin" else KINDS[kind]
+        assert got.outcomes.get(node) == want, (node, kind, got.outcomes)
+        assert kind in ("must_fail", "must_pass") or node.rsplit("::", 1)[0] == original.rsplit("::", 1)[0]

@@ -122,9 +122,15 @@ def test_javascript_protected_files_and_patterns(tmp_path):
     hostile = ["process.exit(0);", "delete require.cache[k];", "globalThis.it = fake;", "global['describe'] = x;",
                "const cp = require('child_process');", "Object.prototype.asymmetricMatch = () => true;",
                "fs.readFileSync('node_modules/pkg/index.js')", "process.on('exit', () => {});",
-               "require('node:vm').runInThisContext(s)", "new Function('return 1')", "jest.fn()"]
+               "require('node:vm').runInThisContext(s)", "new Function('return 1')", "jest.fn()",
+               "const rt = await import(['vi', 'test'].join(''));", "require('a' + 'b')", "import(name)",
+               "rt.chai.Assertion.prototype.assert = function () {};", "module.require(x)",
+               "Object.defineProperty(rt.chai.Assertion.prototype, 'assert', d)", "fs.readFileSync('/proc/' + pid + '/mem')",
+               "const { createRequire } = require('module');", "process.ppid"]
     fine = ["return a + b;", "const out = new Map();", "if (x.exitCode) return;", "items.forEach((it) => it.test());",
-            "Foo.prototype.bar = function () {};", "module.exports = { add };", "import { x } from '../utils.js';"]
+            "Foo.prototype.bar = function () {};", "module.exports = { add };", "import { x } from '../utils.js';",
+            "const m = require('./lib/m.js');", "const { a } = await import(\"./a.mjs\");", "Foo.prototype.x === y",
+            "Object.defineProperty(Foo.prototype, 'size', d)", "const path = '/api/proc';"]
     for line in hostile:
         assert any(p.search(line) for p in JAVASCRIPT.tamper_patterns), line
     for line in fine:

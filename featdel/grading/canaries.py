@@ -25,6 +25,8 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from featdel.code.literals import perturbed
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Canary:
@@ -49,13 +51,13 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
     """Append the canaries to the files of `fail_to_pass` under `tree`; return them. Tests the
     grader cannot place (doctests, ids it cannot find in the file) get no twin or variant.
     Another language plants its own through its `Language.plant_canaries` (JavaScript's:
-    must_fail and must_pass only, featdel.lang.javascript.canaries)."""
+    featdel.lang.javascript.canaries, the same kinds)."""
     if language != "python":
         from featdel.lang import language as lang_of
 
         theirs = lang_of(language).plant_canaries(tree, fail_to_pass, env)
         if theirs is not None:
-            return [Canary(node_id=node, kind=kind) for node, kind in theirs]
+            return [Canary(node_id=node, kind=kind, original=original) for node, kind, original in theirs]
     by_file: dict[str, list[str]] = {}
     for node in fail_to_pass:
         by_file.setdefault(node.split("::", 1)[0], []).append(node)
@@ -164,28 +166,17 @@ def _variant(fn, name: str, replace) -> tuple[str, str] | None:
 
 
 def _perturb(tok: str):
-    """Replace a str or int literal with one a little different and unmarked (one character
-    changed, at a position and to a character drawn from `tok`): a result that compares equal to
-    every value of its type (`isinstance(other, str)`) passes it, a right one never does, and
-    nothing in the new literal says which character changed."""
+    """Replace a str or int literal with one a little different and unmarked
+    (featdel.code.literals.perturbed, seeded from `tok`)."""
     seed = int(tok, 16)
 
     def replace(node: ast.expr) -> ast.expr | None:
         if not _literal(node):
             return None
         value = ast.literal_eval(node)
-        if isinstance(value, str):
-            if not value:
-                return ast.Constant(value="abcdefghijklmnopqrstuvwxyz"[seed % 26])
-            at = seed % len(value)
-            old = value[at]
-            pool = ("0123456789" if old.isdigit() else "abcdefghijklmnopqrstuvwxyz" if old.islower()
-                    else "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if old.isupper() else " .,;:-_!?")
-            pool = pool.replace(old, "") or "x"
-            return ast.Constant(value=value[:at] + pool[(seed // 7) % len(pool)] + value[at + 1:])
-        if isinstance(value, int) and not isinstance(value, bool):
-            return ast.Constant(value=value + 1 + seed % 97)
-        return None
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            return None
+        return ast.Constant(value=perturbed(value, seed))
     return replace
 
 

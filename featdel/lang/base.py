@@ -280,9 +280,11 @@ class Language(Protocol):
         """Which allowed tests run each symbol's body, from the coverage data a run left at `data`."""
         ...
 
-    def plant_canaries(self, tree: Path, fail_to_pass: list[str], env) -> list[tuple[str, str]] | None:
-        """Append the grader's canary tests to the F2P test files under `tree` (the graded tree):
-        (node id, kind) per canary, kind `must_fail` or `must_pass` (featdel.grading.canaries
-        judges them); None where the grader plants its own (Python's, featdel.grading.canaries)."""
+    def plant_canaries(self, tree: Path, fail_to_pass: list[str], env) -> list[tuple[str, str, str]] | None:
+        """Add the grader's canary tests to the F2P test files under `tree` (the graded tree):
+        (node id, kind, original) per canary, kind `must_fail`, `must_pass`, or `twin`, `fresh`
+        or `perturbed` of the F2P test `original` ("" for the others), as
+        featdel.grading.canaries.Canary judges them; None where the grader plants its own
+        (Python's, featdel.grading.canaries)."""
         ...
 
