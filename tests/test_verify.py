@@ -37,6 +37,11 @@ SKIPPING = {
     # `pass` is as good as the real body here: the stub rule must reject a task made of it.
     "tinylib/box.py": "def clear(d):\n    \"\"\"Empty `d` in place.\"\"\"\n    d.clear()\n    d.update({})\n    return None\n",
     "tests/test_box.py": "from tinylib.box import clear\n\n\ndef test_clear_returns_none():\n    assert clear({1: 2}) is None\n",
+    # A test that checks its own name (pyparsing's test_example_rr_diags does): the grader's twin
+    # of it fails under gold, so it cannot be F2P.
+    "tests/test_own_name.py": ("from tinylib import shout\n\n\ndef test_shout_by_name(request):\n"
+                               "    assert request.node.name == 'test_shout_by_name'\n    out = shout('a')\n"
+                               "    assert (type(out), out) == (str, 'A!')\n"),
 }
 
 
@@ -270,6 +275,27 @@ def test_a_task_a_trivial_body_solves_is_rejected_at_stub(run, local_backend, tm
     deletion = delete(original, cand, "body", check=lambda edits: True)
     verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
     assert (verdict.status, verdict.stage) == (VerdictStatus.REJECTED, "stub"), verdict
+
+
+def test_a_test_bound_to_its_own_name_leaves_f2p_instead_of_failing_gold(run, local_backend, tmp_path):
+    """Its twin (featdel.grading.canaries) fails under gold, which made every deletion of `shout`
+    `gold.unresolved` (suspect); the test leaves F2P, the others stay, and the task verifies."""
+    run_dir, _ = run
+    from featdel.code.trees import extract
+    from featdel.core.records import Candidate, VerdictStatus
+    from featdel.core.rundir import RunDir
+    from featdel.deletion import delete
+
+    record = RunDir(run_dir).mined()[0]
+    ctx = RepoContext.load(run_dir, record)
+    original = extract(ctx.snapshot, tmp_path / "orig")
+    bound, plain = "tests/test_own_name.py::test_shout_by_name", "tests/test_text.py::test_shout"
+    cand = Candidate(repo=record.name, path="tinylib/text.py", qualname="shout", kind="function", lines=3,
+                     tests=[plain, bound])
+    deletion = delete(original, cand, "body", check=lambda edits: True)
+    verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
+    assert verdict.status == VerdictStatus.VERIFIED, verdict
+    assert plain in verdict.FAIL_TO_PASS and bound not in verdict.FAIL_TO_PASS + verdict.PASS_TO_PASS
 
 
 def test_a_crash_on_one_candidate_is_a_broken_verdict_with_its_traceback(run, local_backend, tmp_path):
