@@ -126,16 +126,46 @@ def test_javascript_protected_files_and_patterns(tmp_path):
                "const rt = await import(['vi', 'test'].join(''));", "require('a' + 'b')", "import(name)",
                "rt.chai.Assertion.prototype.assert = function () {};", "module.require(x)",
                "Object.defineProperty(rt.chai.Assertion.prototype, 'assert', d)", "fs.readFileSync('/proc/' + pid + '/mem')",
-               "const { createRequire } = require('module');", "process.ppid"]
+               "const { createRequire } = require('module');", "process.ppid",
+               # an outside red team's names, built or escaped (featdel.lang.javascript.folding)
+               'import { getCurrentTest } from "@\\u0076itest/runner";', "const g = globalThis; g['before' + 'Each'](h);",
+               "fs.readFileSync('/pr' + 'oc/' + pid + '/mem')", "const p = process; p[k](0);",
+               "x[String.fromCharCode(118, 105) + 'test']", "await import(atob('dml0ZXN0'))", "t.fails = true;",
+               "this.currentTest.fn = wrapped;", "rt[['after', 'Each'].join('')](f)"]
     fine = ["return a + b;", "const out = new Map();", "if (x.exitCode) return;", "items.forEach((it) => it.test());",
             "Foo.prototype.bar = function () {};", "module.exports = { add };", "import { x } from '../utils.js';",
             "const m = require('./lib/m.js');", "const { a } = await import(\"./a.mjs\");", "Foo.prototype.x === y",
-            "Object.defineProperty(Foo.prototype, 'size', d)", "const path = '/api/proc';"]
+            "Object.defineProperty(Foo.prototype, 'size', d)", "const path = '/api/proc';",
+            "if (process && process.env.DEBUG) log(x);", "if (typeof process !== 'undefined') return;",
+            "const s = 'a\\n' + 'b';", "if (a.fails === b) return;", "return ['x', 'y'].join(sep);"]
     for line in hostile:
         assert any(p.search(line) for p in JAVASCRIPT.tamper_patterns), line
     for line in fine:
         assert not [p.rule for p in JAVASCRIPT.tamper_patterns if p.search(line)], line
     assert {c.glob for c in JAVASCRIPT.leak_channels} >= {"node_modules/**", "**/*.map", "dist/**", "**/*.d.ts"}
+
+
+def test_javascript_names_built_at_run_time_are_written_out_for_the_patterns():
+    from featdel.lang.javascript.folding import fold
+
+    assert fold('import("@\\u0076itest/runner")') == 'import("@vitest/runner")'
+    assert fold("g['before' + 'Each']") == "g.beforeEach"
+    assert fold("['vi', 'test'].join('')") == fold("'tsetiv'.split('').reverse().join('')") == '"vitest"'
+    assert fold("String.fromCharCode(0x76, 105) + 'test'") == fold("atob('dml0ZXN0')") == '"vitest"'
+    assert fold("Buffer.from('L3Byb2M=', 'base64').toString()") == '"/proc"'
+    assert fold("return a + b; // it's") == "return a + b; // it's"
+
+
+def test_a_name_split_over_added_lines_is_found_and_known_lines_never_join_them():
+    from featdel.grading import tamper
+
+    patterns = {JAVASCRIPT.suffixes: JAVASCRIPT.tamper_patterns}
+    split = "const n = 'vi' +\n  'test';\nexport const x = 1;\n"
+    found = tamper.scan({"src/a.js": ("export const x = 1;\n", split)}, patterns=patterns)
+    assert any("runner-name" in f and "src/a.js:1" in f for f in found), found
+    old = "function quit() {\n  process.exit(1);\n}\n"
+    new = "function quit() {\n  process.exit(1);\n}\nexport const y = 2;\nexport const z = 3;\n"
+    assert tamper.scan({"src/b.js": (old, new)}, patterns=patterns) == []
 
 
 def test_the_layout_page_says_what_a_language_provides():

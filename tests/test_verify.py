@@ -205,7 +205,7 @@ def test_an_edit_that_does_not_parse_is_rejected_at_build(run, local_backend):
     assert verdict.reason == "tinylib/text.py does not parse after the deletion"
 
 
-def test_show_and_materialize_read_the_shards(run, tmp_path):
+def test_show_and_materialize_read_the_shards(run, tmp_path, monkeypatch):
     run_dir, _ = run
     import subprocess
 
@@ -226,6 +226,9 @@ def test_show_and_materialize_read_the_shards(run, tmp_path):
     assert len(log.splitlines()) == 1
     again = CliRunner().invoke(app, ["materialize", str(run_dir), task["instance_id"], str(dest)])
     assert again.exit_code == 2 and "exists" in again.output
+    monkeypatch.chdir(tmp_path)  # a relative DEST (git read its work tree relative to the new folder)
+    relative = CliRunner().invoke(app, ["materialize", str(run_dir), task["instance_id"], "rel/task"])
+    assert relative.exit_code == 0 and (tmp_path / "rel" / "task" / "tinylib").is_dir(), relative.output
     unknown = CliRunner().invoke(app, ["show", str(run_dir), "no-such-task"])
     assert unknown.exit_code == 2 and "no task no-such-task" in unknown.output
 

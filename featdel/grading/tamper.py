@@ -1263,6 +1263,23 @@ def _by_patterns(lines: list[str], patterns) -> dict[tuple[int, str], str]:
     return {(i, p.rule): p.why for i, line in enumerate(lines, 1) for p in patterns if p.search(line)}
 
 
+def _by_patterns_across(lines: list[str], patterns, known: set[str]) -> dict[tuple[int, str], str]:
+    """As `_by_patterns`, on each run of consecutive new lines joined into one: a name split over
+    lines (`"vi" +` then `"test"`) is found at the run's first line. Lines the start state or the
+    gold patch holds break the runs, so they never make a new line suspect."""
+    found, run = {}, []
+    for i, line in enumerate([*lines, None], 1):
+        if line is not None and line.strip() and line.strip() not in known:
+            run.append((i, line))
+            continue
+        if len(run) > 1:
+            joined = " ".join(text.strip() for _, text in run)
+            found.update({(run[0][0], p.rule): p.why for p in patterns if p.search(joined)})
+        if line is None or line.strip():
+            run = []
+    return found
+
+
 def analyse_fragment(lines: list[str], path: str, patterns: dict | None = None) -> list[Finding]:
     """Findings on `lines` (numbered from 1 in the list), code that a turn writes to `path`:
     the monitor's view, where no start state is known and the lines need not form a module.
@@ -1316,6 +1333,7 @@ def _file(path: str, old: str | bytes | None, new: str | bytes, known: set[str],
     if language is not None:
         found.update(_names_only(lines))
         found.update(_by_patterns(lines, language))
+        found.update(_by_patterns_across(lines, language, known))
     elif not path.endswith(".py"):
         found.update(_names_only(lines))
     else:

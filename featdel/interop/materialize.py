@@ -30,6 +30,7 @@ def load_task(run_dir: Path, instance_id: str) -> tuple[dict, dict]:
 
 
 def materialize(run_dir: Path, instance_id: str, dest: Path) -> str:
+    dest = Path(dest).absolute()  # git's work tree would be read relative to the new folder
     if dest.exists():
         raise RunDirError(f"{dest} exists; give a new directory")
     task, env = load_task(run_dir, instance_id)

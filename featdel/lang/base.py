@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from featdel.code.spans import Symbol
@@ -108,14 +109,18 @@ class LeakChannel:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TamperPattern:
     """A line a patch adds in this language that reaches for the grader: `rule` as the tamper
-    scan names its findings, `pattern` searched in the added line, `why` for the report."""
+    scan names its findings, `pattern` searched in the added line, `why` for the report. `fold`,
+    where the language has one, writes out the names a line builds at run time (JavaScript's:
+    featdel.lang.javascript.folding); the pattern is searched in the line and in its fold."""
 
     rule: str
     pattern: re.Pattern[str]
     why: str
+    fold: Callable[[str], str] | None = None
 
     def search(self, line: str) -> bool:
-        return self.pattern.search(line) is not None
+        return self.pattern.search(line) is not None or (
+            self.fold is not None and self.pattern.search(self.fold(line)) is not None)
 
 
 class Files(Protocol):
