@@ -1,6 +1,6 @@
 """Yield with the install tools in the test view and out of it, on the libraries setuptools vendors.
 
-    .venv/bin/python bench/install_tools_yield.py [--candidates 8] [-j 2] [--work DIR] [SOURCE ...]
+    .venv/bin/python bench/install_tools_yield.py [--candidates 8] [-j 2] [--work DIR] [--only now] [SOURCE ...]
 
 setuptools carries copies of more_itertools, ordered_set, packaging, jaraco.* and (older
 releases) pyparsing, so when an environment keeps the install tools, a deletion from one of those
@@ -70,15 +70,18 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=8, help="deletions per repository")
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--only", choices=["before", "now"], default=None, help="run one mode only")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="featdel-tools-"))
     results = {}
-    for mode, keep in (("tools kept (before)", True), ("tools removed (now)", False)):
+    modes = [m for m in (("tools kept (before)", True), ("tools removed (now)", False))
+             if args.only is None or (args.only == "before") == m[1]]
+    for mode, keep in modes:
         print(f"{mode}:")
         results[mode] = one_mode(work / ("kept" if keep else "removed"), args.sources, args.candidates, args.jobs, keep)
     print(f"\n{'library':<26}{'mode':<22}{'candidates':>11}{'verified':>9}{'yield':>7}{'leak':>6}  other rejections")
-    before, after = results.values()
-    for name in before:
+    before, after = results.get("tools kept (before)", {}), results.get("tools removed (now)", {})
+    for name in before or after:
         for mode, res in results.items():
             r = res.get(name)
             if r is None:
@@ -86,8 +89,9 @@ def main() -> None:
             y = f"{100 * r['verified'] / r['candidates']:.0f}%" if r["candidates"] else "-"
             other = ", ".join(f"{k} {n}" for k, n in sorted(r["rules"].items()) if not k.startswith("leak"))
             print(f"{name:<26}{mode:<22}{r['candidates']:>11}{r['verified']:>9}{y:>7}{r['leak']:>6}  {other}")
-        same = name in after and before[name]["targets"] == after[name]["targets"]
-        print(f"{'':<26}same candidates in both modes: {same}")
+        if before and after:
+            same = name in after and before[name]["targets"] == after[name]["targets"]
+            print(f"{'':<26}same candidates in both modes: {same}")
 
 
 if __name__ == "__main__":

@@ -248,6 +248,30 @@ def test_a_forged_record_or_an_early_exit_earns_no_pass(shared_root, backend, tm
         assert any("forged" in t for t in got.trips), got.trips
 
 
+@pytest.mark.parametrize("runner", ["mocha", "tape"])
+def test_library_code_cannot_rewrite_nodes_assert_in_the_runners_process(shared_root, backend, tmp_path, runner):
+    """An outside red team's mocha win: the library replaced `assert.strictEqual` (names built at
+    run time) with one that passes. The launcher freezes node's assert before the tree loads, so
+    the write fails (sloppy code) or throws (strict code) and the assertion still fails."""
+    script = {"mocha": "mocha test/", "tape": "tape test/*.js"}[runner]
+    head = "const assert = require('node:assert');\nrequire('../lib/quiet.js');\nrequire('../lib/loud.js');\n"
+    body = {"mocha": "it('adds', () => { assert.strictEqual(1 + 1, 3); });\n"
+                     "it('strict', () => { assert.deepStrictEqual([1], [2]); });\n",
+            "tape": "require('tape')('adds', (t) => { assert.strictEqual(1 + 1, 3); t.end(); });\n"
+                    "require('tape')('strict', (t) => { assert.deepStrictEqual([1], [2]); t.end(); });\n"}[runner]
+    tree = project(tmp_path, {
+        "package.json": json.dumps({"name": "p", "version": "1.0.0", "scripts": {"test": script}}),
+        "lib/quiet.js": "const A = require('as' + 'sert'); const k = 'strict' + 'Equal';\n"
+                        "try { A[k] = function () {}; } catch (e) {}\n",
+        "lib/loud.js": "'use strict';\nconst A = require('node:assert');\n"
+                       "try { Object.assign(A, { deepStrictEqual() {} }); } catch (e) {}\n",
+        "test/a.test.js": head + body,
+    })
+    got = run(shared_root, tree, backend)
+    assert got.broken is None, got.output_tail
+    assert got.outcomes == {"test/a.test.js::adds": "failed", "test/a.test.js::strict": "failed"}, got.outcomes
+
+
 def test_build_env_locks_node_and_reuses(tmp_path, monkeypatch, backend):
     monkeypatch.setenv("FEATDEL_CACHE", str(tmp_path / "cache"))
     from featdel.env.sources import resolve

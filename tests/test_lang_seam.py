@@ -131,18 +131,33 @@ def test_javascript_protected_files_and_patterns(tmp_path):
                'import { getCurrentTest } from "@\\u0076itest/runner";', "const g = globalThis; g['before' + 'Each'](h);",
                "fs.readFileSync('/pr' + 'oc/' + pid + '/mem')", "const p = process; p[k](0);",
                "x[String.fromCharCode(118, 105) + 'test']", "await import(atob('dml0ZXN0'))", "t.fails = true;",
-               "this.currentTest.fn = wrapped;", "rt[['after', 'Each'].join('')](f)"]
+               "this.currentTest.fn = wrapped;", "rt[['after', 'Each'].join('')](f)",
+               # the second round's: the global object walked for the runner's names and state
+               "const k = Object.keys(globalThis).find((k) => k.length === 10 && k.slice(0, 3) === 'bef');",
+               "const w = Object.getOwnPropertyNames(globalThis).find((k) => k.startsWith('__v'));",
+               "Object.assign(t, { fails: true });", "const g = globalThis;", "global[name](fn)",
+               "const A = require('assert'); A[k] = wrapper;", "require('node:assert').strictEqual = f;",
+               "import * as A from 'node:assert';\nconst x = 1;\nObject.assign(A, { equal: f });"]
     fine = ["return a + b;", "const out = new Map();", "if (x.exitCode) return;", "items.forEach((it) => it.test());",
             "Foo.prototype.bar = function () {};", "module.exports = { add };", "import { x } from '../utils.js';",
             "const m = require('./lib/m.js');", "const { a } = await import(\"./a.mjs\");", "Foo.prototype.x === y",
             "Object.defineProperty(Foo.prototype, 'size', d)", "const path = '/api/proc';",
             "if (process && process.env.DEBUG) log(x);", "if (typeof process !== 'undefined') return;",
-            "const s = 'a\\n' + 'b';", "if (a.fails === b) return;", "return ['x', 'y'].join(sep);"]
+            "const s = 'a\\n' + 'b';", "if (a.fails === b) return;", "return ['x', 'y'].join(sep);",
+            "const state = require('./state');\nstate.count = 1;", "if (typeof globalThis !== 'undefined') g = globalThis.x;",
+            "const fails = items.filter(bad);"]
     for line in hostile:
-        assert any(p.search(line) for p in JAVASCRIPT.tamper_patterns), line
+        assert _js_findings(line), line
     for line in fine:
-        assert not [p.rule for p in JAVASCRIPT.tamper_patterns if p.search(line)], line
+        assert not _js_findings(line), line
     assert {c.glob for c in JAVASCRIPT.leak_channels} >= {"node_modules/**", "**/*.map", "dist/**", "**/*.d.ts"}
+
+
+def _js_findings(text: str) -> list[str]:
+    from featdel.grading import tamper
+
+    return [f.rule for f in tamper.analyse_fragment(text.split("\n"), "src/a.js",
+                                                    {JAVASCRIPT.suffixes: JAVASCRIPT.tamper_patterns})]
 
 
 def test_javascript_names_built_at_run_time_are_written_out_for_the_patterns():
@@ -173,3 +188,19 @@ def test_the_layout_page_says_what_a_language_provides():
     assert "featdel/lang/<name>/" in text and "featdel/lang/base.py" in text
     for member in _members(Language) - {"name", "suffixes"}:
         assert f"`{member}`" in text, member
+
+
+def test_every_carried_file_of_a_js_task_is_read_as_javascript():
+    """node runs a file of any suffix that a literal `require` names, and vite one that `import`
+    names, whatever bytes it holds: an outside red team hid its hooks in `lib/hooks.dat` and
+    behind a comment of invalid UTF-8, both unscanned before."""
+    from featdel.grading import tamper
+    from featdel.grading.grade import scan_patterns
+
+    found = tamper.scan({"lib/hooks.dat": (None, b"module.exports = function () { this.currentTest.fn = w; };\n"),
+                         "src/mark.ts": (None, b"// \xff\xfe\x00\nexport const t = getCurrentTest();\n")},
+                        patterns=scan_patterns("javascript"))
+    assert any(f.startswith("lib/hooks.dat:1: runner-name") for f in found), found
+    assert any(f.startswith("src/mark.ts:1: not-utf8") for f in found), found
+    assert any(f.startswith("src/mark.ts:2: runner-name") for f in found), found
+    assert scan_patterns("python") == {}

@@ -179,7 +179,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
         trees.apply_patch(graded, task.test_patch)
     trees.scrub(graded)
     base.update(carried=carried, ignored=ignored)
-    findings = tamper.scan(texts, task.gold_patch, patterns=_patterns(task.language))
+    findings = tamper.scan(texts, task.gold_patch, patterns=scan_patterns(task.language))
     if findings and not allow_suspect:
         return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings,
                            reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
@@ -253,11 +253,12 @@ def added_lines(texts: dict[str, tuple[bytes | None, bytes | None]], gold_patch:
     return out
 
 
-def _patterns(language: str) -> dict:
-    """file suffixes -> the tamper patterns of the language that reads them (none for Python,
-    whose scan reads its syntax tree)."""
+def scan_patterns(language: str) -> dict:
+    """file suffixes -> the tamper patterns of the task's language (none for Python, whose scan
+    reads its syntax tree): every carried file of the task, whatever its name, since node and
+    vite run a file of any suffix that a literal `require` or `import` names as code."""
     lang = lang_of(language)
-    return {lang.suffixes: lang.tamper_patterns} if lang.tamper_patterns else {}
+    return {("",): lang.tamper_patterns} if lang.tamper_patterns else {}
 
 
 def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), added: dict | None = None):

@@ -1259,8 +1259,15 @@ def _names_only(lines: list[str]) -> dict[tuple[int, str], str]:
 
 
 def _by_patterns(lines: list[str], patterns) -> dict[tuple[int, str], str]:
-    """(line, rule) -> why for every line one of a language's tamper patterns finds."""
-    return {(i, p.rule): p.why for i, line in enumerate(lines, 1) for p in patterns if p.search(line)}
+    """(line, rule) -> why for every line one of a language's tamper patterns finds, and every
+    line its whole-file rules (`featdel.lang.base.TamperRule`) flag."""
+    found = {(i, p.rule): p.why for i, line in enumerate(lines, 1) for p in patterns
+             if hasattr(p, "search") and p.search(line)}
+    rules = [p for p in patterns if not hasattr(p, "search")]
+    if rules:
+        text = "\n".join(lines)
+        found.update({(line, r.rule): why for r in rules for line, why in r.find(text)})
+    return found
 
 
 def _by_patterns_across(lines: list[str], patterns, known: set[str]) -> dict[tuple[int, str], str]:
@@ -1274,7 +1281,7 @@ def _by_patterns_across(lines: list[str], patterns, known: set[str]) -> dict[tup
             continue
         if len(run) > 1:
             joined = " ".join(text.strip() for _, text in run)
-            found.update({(run[0][0], p.rule): p.why for p in patterns if p.search(joined)})
+            found.update({(run[0][0], p.rule): p.why for p in patterns if hasattr(p, "search") and p.search(joined)})
         if line is None or line.strip():
             run = []
     return found
@@ -1306,13 +1313,19 @@ def _file(path: str, old: str | bytes | None, new: str | bytes, known: set[str],
         return [finding("native-code", "an extension module")]
     if path.endswith((".pyc", ".pyo")):
         return [finding("cache-path", "a bytecode file")]
-    if isinstance(new, bytes) and path.endswith(".py"):
+    language = next((found_ for suffixes, found_ in (patterns or {}).items() if path.endswith(suffixes)), None)
+    if isinstance(new, bytes) and path.endswith(".py") and language is None:
         text, problems = _decode(new)
     elif isinstance(new, bytes):
         try:
             text, problems = new.decode("utf-8"), []
-        except UnicodeDecodeError:
-            return []  # a binary file: judged by its name only
+        except UnicodeDecodeError as exc:
+            if language is None:
+                return []  # a binary file: judged by its name only
+            # node and vite load a file whatever its bytes (a comment of invalid UTF-8 and code
+            # after it): read it as they would, and say it is not text
+            text = new.decode("utf-8", "replace")
+            problems = [(new[:exc.start].count(b"\n") + 1, "not-utf8", f"byte {new[exc.start]:#04x} is not UTF-8")]
     else:
         text, problems = new, []
     old_text = _text(old)
@@ -1329,7 +1342,6 @@ def _file(path: str, old: str | bytes | None, new: str | bytes, known: set[str],
         else:
             found[(line, rule)] = why
     lines = text.splitlines()
-    language = next((found_ for suffixes, found_ in (patterns or {}).items() if path.endswith(suffixes)), None)
     if language is not None:
         found.update(_names_only(lines))
         found.update(_by_patterns(lines, language))

@@ -123,6 +123,16 @@ class TamperPattern:
             self.fold is not None and self.pattern.search(self.fold(line)) is not None)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TamperRule:
+    """A check a line alone cannot make, over a whole carried file of this language: `find(text)`
+    gives (line, why) for each line it flags (JavaScript's: a write to a module the file imports,
+    featdel.lang.javascript.folding.module_writes). Lives among `tamper_patterns`."""
+
+    rule: str
+    find: Callable[[str], list[tuple[int, str]]]
+
+
 class Files(Protocol):
     """A read-only view of a repository (featdel.deletion.base.Tree is one)."""
 
@@ -189,7 +199,7 @@ class Language(Protocol):
     suffixes: tuple[str, ...]  # the file names this language reads, by ending
     edits: Edits | None  # None: the deletion layer's own (Python's, see the module docstring)
     leak_channels: tuple[LeakChannel, ...]
-    tamper_patterns: tuple[TamperPattern, ...]  # on top of the grader's own scan
+    tamper_patterns: tuple[TamperPattern | TamperRule, ...]  # on top of the grader's own scan
 
     def detect(self, tree: Path) -> bool:
         """Is `tree` a repository of this language (from its files alone)?"""

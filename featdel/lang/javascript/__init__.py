@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from featdel.lang.base import Edit, LeakChannel, StubBody, Symbol, TamperPattern, Wired
+from featdel.lang.base import Edit, LeakChannel, StubBody, Symbol, TamperPattern, TamperRule, Wired
 from featdel.lang.javascript import edits, exports, folding, syntax
 
 # Runner, transpiler, module-system and install configuration: always the task's.
@@ -85,8 +85,18 @@ TAMPER_PATTERNS = (
     _p("runner-name", r"\b(?:beforeEach|afterEach|beforeAll|afterAll|onTestFinished|onTestFailed|getCurrentTest"
        r"|currentTest|setupFiles)\b|\.\s*(?:fails|failing)\s*=(?!=)|\b(?:before|after)\s*\.\s*(?:call|apply)\b",
        "reaches the runner's hooks or the current test from the library"),
-    _p("process-exit", r"(?<![\w$.])(?<!typeof )process\s*(?:[;,)\]}]|$)",
+    _p("process-exit", r"(?:(?<![}\s])\s*=|[(\[,:?]|\breturn)\s*process\s*(?:[;,)\]}]|$)"
+       r"|\{[^}]*\b(?:exit|abort|kill|reallyExit|exitCode|binding|dlopen|_linkedBinding)\b[^}]*\}\s*=\s*process\b",
        "takes the process object as a value (an alias hides what is called on it)"),
+    _p("runner-name", r"(?:\bObject\s*\.\s*(?:keys|getOwnPropertyNames|getOwnPropertySymbols|getOwnPropertyDescriptors"
+       r"|entries|values)|\bReflect\s*\.\s*ownKeys)\s*\(\s*(?:globalThis|global|window|self)\b"
+       r"|\bin\s+(?:globalThis|global)\b|(?<![\w$.])(?<!typeof )globalThis\s*(?:[;,)\]}]|$)"
+       r"|(?<![\w$.])(?:globalThis|global)\s*\["
+       r"|\b(?:fails|failing)\s*:\s*(?:true|!0|1)\b",
+       "walks or indexes the global object, where the runner keeps its state"),
+    _p("foreign-attr-write", r"\brequire\s*\([^)]*\)\s*(?:\.\s*[\w$]+\s*|\[[^\]]*\]\s*)+=(?!=)",
+       "writes to a module it requires"),
+    TamperRule(rule="foreign-attr-write", find=folding.module_writes),
     _p("startup-hook", r"\bNODE_OPTIONS\b|--(?:require|import|loader|experimental-loader)\b|\bsetupFiles\w*\b"
        r"|\.mocharc|jest\.config|vitest\.config|\.pnp\.c?js",
        "names a start-up hook or runner configuration"),

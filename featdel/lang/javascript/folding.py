@@ -91,3 +91,38 @@ def _base64(m: re.Match) -> str:
         return _quote(base64.b64decode(_value(m.group(1) or m.group(2)), validate=False).decode("utf-8", "replace"))
     except (binascii.Error, ValueError):
         return m.group(0)
+
+
+_BINDING = re.compile(
+    r"""(?:\bimport\s+(?:\*\s+as\s+)?([\w$]+)\s*(?:,\s*\{([^}]*)\})?\s*from|\bimport\s*\{([^}]*)\}\s*from"""
+    r"""|\b(?:const|let|var)\s+([\w$]+)\s*=\s*(?:await\s+)?(?:require|import)\s*\()\s*(['"`])([^'"`]*)\5""")
+
+
+_COMMENT = re.compile(r"/\*.*?\*/|(?<![:\\'\"`])//[^\n]*", re.S)
+_DECLARED = re.compile(r"\b(?:function\*?|class|(?:const|let|var)(?=\s+[\w$]+\s*=(?!\s*(?:await\s+)?(?:require|import)\b)))"
+                       r"\s+([\w$]+)")
+
+
+def module_writes(text: str) -> list[tuple[int, str]]:
+    """(line, why) for each write to a module this file imports from a package or node's
+    built-ins (not `./` or `../` files): `assert[k] = f`, `chai.Assertion.x = f`,
+    `Object.assign(assert, ...)`. A name bound to such a module is followed wherever the file
+    uses it; a write to the library's own modules is not a finding."""
+    lines = [fold(line) for line in text.split("\n")]  # line by line: a fold may join lines
+    code = _COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), "\n".join(lines))  # no doc examples
+    names = set()
+    for m in _BINDING.finditer(code):
+        if m.group(6).startswith("."):
+            continue
+        names.update(n for n in (m.group(1), m.group(4)) if n)
+        for group in (m.group(2), m.group(3)):
+            names.update(part.split(" as ")[-1].strip() for part in (group or "").split(",") if part.strip())
+    names -= {m.group(1) for m in _DECLARED.finditer(code)}  # the file's own function of that name
+    if not names:
+        return []
+    alt = "|".join(re.escape(n) for n in sorted(names))
+    write = re.compile(rf"(?<![\w$.])(?:{alt})\s*(?:\.\s*[\w$]+\s*|\[[^\]]*\]\s*)+=(?!=)"
+                       rf"|\b(?:Object\s*\.\s*(?:assign|defineProperty|defineProperties|setPrototypeOf)"
+                       rf"|Reflect\s*\.\s*(?:set|defineProperty|setPrototypeOf))\s*\(\s*(?:{alt})\b")
+    return [(i, "writes to a module it imports (an assertion made a no-op)")
+            for i, line in enumerate(lines, 1) if write.search(line)]

@@ -113,6 +113,18 @@ function coverageHooks(dir) {
   };
 }
 
+// node's assert, the assertion library of most mocha, tape and node --test suites, frozen before
+// any code of the tree loads: in the runners that run tests in this process (mocha, tape), a
+// library cannot make `assert.strictEqual` a no-op (a write fails, or throws in strict code).
+// The ESM `node:assert` and `assert/strict` are the same objects.
+function freezeAssert() {
+  for (const name of ['assert', 'assert/strict']) {
+    const mod = require(name);
+    Object.freeze(mod);
+    if (mod.strict) Object.freeze(mod.strict);
+  }
+}
+
 async function main() {
   const specPath = process.env.FEATDEL_SPEC || '';
   delete process.env.FEATDEL_SPEC;
@@ -129,6 +141,7 @@ async function main() {
   const report = collector(cwd);
   emit({ kind: 'start', runner, node: process.version, config: spec.config || null });
   let fatal = false;
+  freezeAssert();
   try {
     if (!ADAPTERS[runner]) throw new Error(`featdel: unknown runner ${runner}`);
     const run = require(ADAPTERS[runner]);
