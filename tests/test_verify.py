@@ -388,3 +388,18 @@ def test_change_scoped_and_whole_suite_verification_agree(run, local_backend, tm
     gold = [(ran, of) for is_gold, ran, of in graded if is_gold]
     assert noop and all(ran == 0 for ran, _ in noop)
     assert gold and all(ran <= of for ran, of in gold) and any(ran < of for ran, of in gold)
+
+
+def test_test_modules_importing_a_changed_module(run):
+    from featdel.core.rundir import RunDir
+
+    run_dir, _ = run
+    [record] = RunDir(run_dir).mined()
+    ctx = RepoContext.load(run_dir, record)
+    assert ctx.test_modules_importing({"tinylib/box.py"}) == {"tests/test_box.py"}
+    # `import tinylib.text as t`; test_text.py's `from tinylib import shout` imports the package only
+    assert ctx.test_modules_importing({"tinylib/text.py"}) == {"tests/test_skip.py"}
+    # every import of a submodule runs the package's __init__ too
+    assert ctx.test_modules_importing({"tinylib/__init__.py"}) >= {"tests/test_box.py", "tests/test_text.py",
+                                                                  "tests/test_calc.py", "tests/test_skip.py"}
+    assert ctx.original() == ctx.original() and (ctx.original() / "tinylib" / "box.py").is_file()

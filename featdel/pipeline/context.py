@@ -48,6 +48,7 @@ class RepoContext:
     lang: Language = field(default_factory=lambda: language("python"))
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _original: Path | None = field(default=None, repr=False)
+    _test_imports: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
@@ -75,10 +76,39 @@ class RepoContext:
                 self._original = trees.extract(self.snapshot, tmp / "original")
             return self._original
 
+    def test_modules_importing(self, paths: set[str]) -> set[str]:
+        """The baseline's test modules with an import statement that loads the module of one of
+        `paths` (or a submodule of it), by file layout (featdel.code.imports)."""
+        from featdel.code.imports import module_name
+
+        original = self.original()
+        if self.lang.name != "python":  # no import graph outside Python: every test file may see it
+            return {t.split("::")[0] for t in self.collected}
+        with self._lock:
+            if self._test_imports is None:
+                self._test_imports = _test_imports(original, {t.split("::")[0] for t in self.collected})
+        files = {p.relative_to(original).as_posix() for p in original.rglob("*.py")}
+        changed = {m for p in paths if (m := module_name(p, files))}
+        return {test for test, loaded in self._test_imports.items()
+                if any(m == c or m.startswith(c + ".") for m in loaded for c in changed)}
+
     def build_check(self, tree: Path, runner: SuiteRunner, deleted_files: set[str],
                     deleted_names: set[str] = frozenset(), allowed_out: set[str] | None = None):
         return self.lang.build_check(self.env, self.collected, tree, runner, deleted_files, deleted_names, allowed_out,
                                      set(self.baseline.collect_errors))
+
+
+def _test_imports(original: Path, test_files: set[str]) -> dict[str, tuple[str, ...]]:
+    """test module -> every module its import statements may load."""
+    from featdel.code.imports import imports_of
+    from featdel.code.spans import parse
+
+    files = {p.relative_to(original).as_posix() for p in original.rglob("*.py")}
+    out = {}
+    for rel in sorted(test_files & files):
+        tree = parse((original / rel).read_bytes())
+        out[rel] = tuple(sorted({m for ref in imports_of(tree, rel, files) for m in ref.modules}))
+    return out
 
 
 def removed_names(original: Path, edits: dict[str, str | None], lang: Language | None = None) -> set[str]:

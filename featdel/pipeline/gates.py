@@ -420,14 +420,11 @@ def gold_resolves(w: Work) -> None:
 
 def affected(w: Work) -> tuple[str, ...]:
     """The P2P tests a change-scoped gold run takes: those the coverage map ties to the deleted
-    code, those a stub variant passed, and the seeded sample the F2P runs took. The gold tree is
-    the original tree, on which every P2P test passed the baseline three times, and the canaries
-    the grader adds are new functions under new names; so the import graph is no reason to run
-    more (it made pyparsing's gold runs take 1,677 of 1,717 P2P tests for a change in
-    `pyparsing.diagram`, and none for one in `pyparsing.core`, which the tests import as
-    `pyparsing`)."""
+    code, those a stub variant passed, those in test modules that import a changed module, and
+    the seeded sample the F2P runs took."""
+    importing = w.ctx.test_modules_importing(set(w.deletion.files))
     wanted = set(w.tied) | set(w.stubbed) | set(w.sample)
-    return tuple(t for t in w.p2p if t in wanted)
+    return tuple(t for t in w.p2p if t in wanted or t.split("::")[0] in importing)
 
 
 GATES = [parses, builds, tied_tests, not_similar, no_leak, tests_fail, stubs_fail, stays_failing, statement_clean,
