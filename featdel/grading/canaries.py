@@ -49,8 +49,9 @@ class Canary:
 
 def name_bound(findings: list[str]) -> set[str]:
     """The F2P tests whose twins failed where they passed, when that is every finding of a run
-    (a test that checks its own name, as pyparsing's `test_example_rr_diags`, fails under any
-    other); else none. Read from the messages `Canary.wrong` writes."""
+    (a test that checks its own name fails under any other; one that mutates what it tests, as
+    pyparsing's `test_example_rr_diags` does, fails when run twice in a process); else none.
+    Read from the messages `Canary.wrong` writes."""
     bound = set()
     for finding in findings:
         match = _TWIN_FAILED.fullmatch(finding)
