@@ -18,9 +18,9 @@ its `Edits`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from featdel.code.spans import Symbol

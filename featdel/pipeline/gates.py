@@ -401,17 +401,20 @@ def gold_resolves(w: Work) -> None:
     """The grader, given the gold patch, resolves the task. The gold tree is the original tree,
     whose every P2P test passed the baseline three times, so the run takes what the change can
     affect (`affected`); the whole P2P with `full_suite`."""
-    gold = grade(w.grade_task(w.failing, w.p2p, run_p2p=None if w.opts.full_suite else affected(w)), w.patch,
-                 w.runner.backend, runner=w.runner)
-    w.spent.append(gold.seconds)
+    def run_gold():
+        result = grade(w.grade_task(w.failing, w.p2p, run_p2p=None if w.opts.full_suite else affected(w)), w.patch,
+                       w.runner.backend, runner=w.runner)
+        w.spent.append(result.seconds)
+        return result
+
+    gold = run_gold()
     bound = canaries.name_bound(gold.findings) if gold.status == GradeStatus.SUSPECT else set()
     if bound and set(w.failing) - bound:
-        # Tests that fail under any name but their own: their twins would fail every learner's
-        # run too, so they leave F2P (and stay out of P2P) and the gold run is taken again.
+        # Tests whose twins fail beside them (bound to their own name, or to running once per
+        # process) would fail every learner's run too: they leave F2P (and stay out of P2P) and
+        # the gold run is taken again.
         w.failing = [t for t in w.failing if t not in bound]
-        gold = grade(w.grade_task(w.failing, w.p2p, run_p2p=None if w.opts.full_suite else affected(w)), w.patch,
-                     w.runner.backend, runner=w.runner)
-        w.spent.append(gold.seconds)
+        gold = run_gold()
     if gold.status == GradeStatus.BROKEN:
         raise Broke(gold.reason)
     if gold.status != GradeStatus.RESOLVED:
@@ -426,10 +429,9 @@ def affected(w: Work) -> tuple[str, ...]:
     `test_example_rr_diags` passes beside its twin when few tests of test_diagram.py ran and
     fails beside it after all of them, so a gold run without them kept in F2P a test whose twin
     fails when a learner is graded on the whole suite (bench/validation_selection.py)."""
-    importing = w.ctx.test_modules_importing(set(w.deletion.files))
-    planted = {t.split("::")[0] for t in w.failing}
+    files = w.ctx.test_modules_importing(set(w.deletion.files)) | {t.split("::")[0] for t in w.failing}
     wanted = set(w.tied) | set(w.stubbed) | set(w.sample)
-    return tuple(t for t in w.p2p if t in wanted or t.split("::")[0] in importing | planted)
+    return tuple(t for t in w.p2p if t in wanted or t.split("::")[0] in files)
 
 
 GATES = [parses, builds, tied_tests, not_similar, no_leak, tests_fail, stubs_fail, stays_failing, statement_clean,

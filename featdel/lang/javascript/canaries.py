@@ -83,7 +83,7 @@ _ASSERT_EQUAL = frozenset({"equal", "equals", "strictEqual", "deepEqual", "deepE
 def _variants(source: str, rel: str, nodes: list[str], token) -> tuple[str, list[tuple[str, str, str]]]:
     """`source` with a twin, fresh and perturbed copy after each test of `nodes` found in it."""
     data = source.encode()
-    calls = [c for c in _titled_calls(syntax.parse(data, rel).root_node, data, ())]
+    calls = list(_titled_calls(syntax.parse(data, rel).root_node, data, ()))
     inserts: list[tuple[int, str]] = []
     out: list[tuple[str, str, str]] = []
     for node in nodes:
@@ -95,9 +95,9 @@ def _variants(source: str, rel: str, nodes: list[str], token) -> tuple[str, list
         seed = int(token(4), 16)
         kinds = [("twin", None), ("fresh", lambda n: "Symbol()"), ("perturbed", lambda n: _perturbed_literal(n, data, seed))]
         secrets.SystemRandom().shuffle(kinds)  # their order in the file says nothing of which is which
-        for kind, fresh in kinds:
-            edits = [] if fresh is None else _expected_values(body, data, fresh)
-            if fresh is not None and not edits:
+        for kind, replace in kinds:
+            edits = [] if replace is None else _expected_values(body, data, replace)
+            if replace is not None and not edits:
                 continue
             title = f"{parts[-1]} {token(4)}"
             edits.append((title_node.start_byte, title_node.end_byte, json.dumps(title)))
@@ -134,9 +134,9 @@ def _plain_string(node, data: bytes) -> str | None:
     return None
 
 
-def _expected_values(body, data: bytes, fresh) -> list[tuple[int, int, str]]:
+def _expected_values(body, data: bytes, replace) -> list[tuple[int, int, str]]:
     """Edits replacing the expected value of each equality assertion among `body`'s own
-    statements (or the arrow's expression) with `fresh(node)`, where it offers one."""
+    statements (or the arrow's expression) with `replace(node)`, where it offers one."""
     if body is None:
         return []
     exprs = [body] if body.type != "statement_block" else [
@@ -146,7 +146,7 @@ def _expected_values(body, data: bytes, fresh) -> list[tuple[int, int, str]]:
         if expr.type == "await_expression" and expr.named_children:
             expr = expr.named_children[0]
         target = _expected_argument(expr, data)
-        new = fresh(target) if target is not None else None
+        new = replace(target) if target is not None else None
         if new is not None:
             edits.append((target.start_byte, target.end_byte, new))
     return edits
