@@ -36,11 +36,11 @@ F2P = ["tests/test_lib.py::test_shout", "tests/test_lib.py::test_in_context[ctx0
        "tests/test_lib.py::TestMore::test_empty"]
 
 
-def _run(tmp_path: Path, lib: str) -> tuple[list, dict[str, str]]:
+def _run(tmp_path: Path, lib: str, held: list = ()) -> tuple[list, dict[str, str]]:
     (tmp_path / "tests").mkdir(parents=True)
     (tmp_path / "lib.py").write_text(lib)
     (tmp_path / "tests" / "test_lib.py").write_text(TESTS)
-    canaries = plant(tmp_path, F2P)
+    canaries = plant(tmp_path, F2P, held=held)
     report = tmp_path / "report.jsonl"
     plugin = tmp_path / "outcomes.py"
     plugin.write_text(
@@ -87,3 +87,38 @@ def test_names_are_new_every_time(tmp_path):
         (tree / "tests" / "test_lib.py").write_text(TESTS)
         names.append({c.node_id for c in plant(tree, F2P)})
     assert not names[0] & names[1]
+
+
+TABLE = "def shout(s):\n    return {'hi': 'HI!', 'a': 'A!', '': '!'}[s]\n"
+
+
+def test_held_out_variants_expect_the_references_answer_and_fail_a_table(tmp_path):
+    """featdel.grading.held_out: the reference's copies record what it computes with one input
+    changed (the parametrized test gets none: one answer per copy); planted beside the tests, the
+    held-out variant passes on an honest implementation and its perturbed copy fails; a table of
+    the visible tests' answers passes every F2P test and fails every held-out variant."""
+    from featdel.grading import held_out
+
+    reference = tmp_path / "reference"
+    (reference / "tests").mkdir(parents=True)
+    (reference / "lib.py").write_text(LIB)
+    (reference / "tests" / "test_lib.py").write_text(TESTS)
+    found = held_out.capture(reference, F2P, reference)
+    assert found is not None and sorted(e.node for e, _ in found.by_key.values()) == [F2P[2], F2P[0]]
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *found.ids], cwd=reference,
+                          capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(reference), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stdout[-2000:]
+    values = found.values(reference, dict.fromkeys(found.ids, "passed"))
+    assert sorted(e.node for e, _ in values) == [F2P[2], F2P[0]]
+    assert all(isinstance(v, str) and v.endswith("!") for _, v in values)
+
+    for lib, honest in ((LIB, True), (TABLE, False)):
+        tree = tmp_path / ("honest" if honest else "table")
+        canaries, outcomes = _run(tree, lib, held=values)
+        held = [c for c in canaries if c.kind == "held_out"]
+        assert sorted(c.original for c in held) == [F2P[2], F2P[0]]
+        assert all(outcomes[t] == "passed" for t in F2P), outcomes
+        for c in held:
+            assert (outcomes[c.node_id] == "passed") is honest, (c, outcomes)
+        paired = [c for c in canaries if c.kind == "perturbed" and c.original in (F2P[0], F2P[2])]
+        assert all(outcomes[c.node_id] == "failed" for c in paired), outcomes

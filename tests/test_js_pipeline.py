@@ -282,3 +282,47 @@ def test_a_js_env_built_only_locally_is_refused_in_one_line_by_docker_grading(mo
     got = load_tasks(run_dir, tmp_path, backend=sandbox_backend("docker"))  # skips without an engine
     assert got and all(isinstance(v, str) and "has no image on this engine" in v
                        and f"featdel env build {run_dir} --sandbox docker" in v for v in got.values()), got
+
+
+# Answers to exactly the visible F2P tests of tests/js_projects.py's TypeScript project, each in
+# place of the deleted function's body: no forgery, no tampering, no feature.
+TABLES = {"shout": "return s === 'hi' ? 'HI!' : s;", "whisper": "return s === 'HI' ? 'hi...' : s;",
+          "mean": "return xs.join() === '1,2,6' ? 3 : 0;", "spread": "return xs.join() === '4,1,9' ? 8 : 0;"}
+
+
+def test_a_table_of_the_visible_answers_fails_the_held_out_variants(ts_run, backend, tmp_path):
+    """The gold patch with the deleted function's body replaced by a table of the visible tests'
+    answers passes every F2P and P2P test as written. The held-out variants (an input changed,
+    the reference's answer expected: featdel.lang.javascript.held_out) make it unresolved, while
+    gold still resolves."""
+    import re
+    from pathlib import Path
+
+    from featdel.code import trees
+    from featdel.core import shards
+    from featdel.grading.evaluate import load_tasks
+    from featdel.grading.grade import grade
+
+    run_dir, *_ = ts_run
+    tasks = load_tasks(run_dir, tmp_path, backend=backend)
+    graded = 0
+    for row in shards.task_rows(run_dir):
+        task = tasks[row.instance_id]
+        start = trees.start_state(task.snapshot, task.deletion_patch, tmp_path / row.instance_id / "start")
+        table = trees.copy_tree(start, tmp_path / row.instance_id / "table")
+        trees.apply_patch(table, row.patch)
+        for rel in ("src/text.ts", "src/stats.ts"):
+            text = (table / rel).read_text()
+            for name, body in TABLES.items():
+                if f"function {name}(" in row.patch:
+                    text = re.sub(rf"(export function {name}\([^)]*\)[^{{]*\{{).*?(\n\}})", rf"\1\n  {body}\2", text, flags=re.S)
+            (table / rel).write_text(text)
+        patch = trees.diff_trees(start, table)
+        assert patch and patch != row.patch
+        result = grade(task, patch, backend)
+        assert all(o == "passed" for o in result.fail_to_pass.values()), result.fail_to_pass  # the visible tests pass
+        assert (result.status, result.reward) == ("unresolved", 0.0), (result.status, result.reason)
+        assert "held-out variants" in result.reason, result.reason
+        assert grade(task, row.patch, backend).reward == 1.0
+        graded += 1
+    assert graded >= 2

@@ -428,3 +428,33 @@ def test_the_graders_canaries_run_as_planted_in_every_runner(runner, shared_root
         want = got.outcomes.get(original) if kind == "twin" else KINDS[kind]
         assert got.outcomes.get(node) == want, (node, kind, got.outcomes)
         assert kind in ("must_fail", "must_pass") or node.rsplit("::", 1)[0] == original.rsplit("::", 1)[0]
+
+
+@pytest.mark.parametrize("runner", sorted(CANARY_PROJECTS))
+def test_held_out_variants_expect_what_the_reference_computes(runner, shared_root, backend, tmp_path):
+    """featdel.lang.javascript.held_out in each runner: the capturing copies of a test, run on
+    the reference, record the value of its assertion with one input changed; planted in another
+    copy of the tree, the held-out variant expecting that value passes and its perturbed twin
+    fails, beside the other canaries."""
+    from featdel.lang.javascript import canaries, held_out
+
+    script, files = CANARY_PROJECTS[runner]
+    pkg = {"name": "p", "version": "1.0.0", "scripts": {"test": script}}
+    own = [f"{rel}::{title}" for rel, (_, title) in files.items()]
+    asserting = [f"{rel}::{title}" for rel, (text, title) in files.items() if "equal" in text.lower() or "toBe" in text]
+    reference = project(tmp_path / "reference", {"package.json": json.dumps(pkg), **{r: t for r, (t, _) in files.items()}})
+    found = held_out.capture(reference, own, runner, env_for(shared_root, reference).src)
+    assert found is not None and sorted(e.node for e, _ in found.by_key.values()) == sorted(asserting)
+    got = run(shared_root, reference, backend, tests=found.ids)
+    values = found.values(reference, got.outcomes)
+    assert sorted(e.node for e, _ in values) == sorted(asserting), (got.outcomes, got.output_tail)
+
+    graded = project(tmp_path / "graded", {"package.json": json.dumps(pkg), **{r: t for r, (t, _) in files.items()}})
+    planted = canaries.plant(graded, own, runner, held=values)
+    held = [(node, original) for node, kind, original in planted if kind == "held_out"]
+    assert sorted(o for _, o in held) == sorted(asserting)
+    got = run(shared_root, graded, backend, tests=own + [node for node, _, _ in planted])
+    assert got.broken is None and not got.collect_errors, (got.output_tail, got.collect_messages)
+    for node, kind, original in planted:
+        want = got.outcomes.get(original) if kind == "twin" else "passed" if kind == "held_out" else KINDS[kind]
+        assert got.outcomes.get(node) == want, (node, kind, got.outcomes)

@@ -26,13 +26,17 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.code.literals import perturbed
+from featdel.code.literals import changed, perturbed
+from featdel.grading import held_out
+from featdel.grading.placing import copy_name, locate, node_id, placed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Canary:
     node_id: str
-    kind: str  # must_fail | must_pass | twin | fresh | perturbed
+    # must_fail | must_pass | twin | fresh | perturbed | held_out (its failure leaves the run
+    # unresolved, as a failed test does: the grader judges it, featdel.grading.grade)
+    kind: str
     original: str = ""  # the F2P test a twin or fresh variant comes from
 
     def wrong(self, outcomes: dict[str, str], resolved: bool) -> str | None:
@@ -65,15 +69,19 @@ _TWIN_FAILED = re.compile(r"twin (?P<twin>.+) \((?!passed\)).*\) disagrees with 
 
 
 def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, language: str = "python",
-          env=None) -> list[Canary]:
+          env=None, held: list = ()) -> list[Canary]:
     """Append the canaries to the files of `fail_to_pass` under `tree`; return them. Tests the
-    grader cannot place (doctests, ids it cannot find in the file) get no twin or variant.
+    grader cannot place (doctests, ids it cannot find in the file) get no twin or variant. With
+    `held` (featdel.grading.held_out's values, from the grader's run of the reference), also a
+    `held_out` copy per entry, with one input changed and the reference's answer expected, and a
+    `perturbed` copy of it expecting that answer changed a little, in a random order.
     Another language plants its own through its `Language.plant_canaries` (JavaScript's:
-    featdel.lang.javascript.canaries, the same kinds)."""
+    featdel.lang.javascript.canaries, the same kinds, and `held_out` ones made from `held`, which
+    the grader's run of the reference found: featdel.lang.javascript.held_out)."""
     if language != "python":
         from featdel.lang import language as lang_of
 
-        theirs = lang_of(language).plant_canaries(tree, fail_to_pass, env)
+        theirs = lang_of(language).plant_canaries(tree, fail_to_pass, env, held)
         if theirs is not None:
             return [Canary(node_id=node, kind=kind, original=original) for node, kind, original in theirs]
     by_file: dict[str, list[str]] = {}
@@ -92,58 +100,38 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
             continue
         lines: list[str] = []
         for node in nodes:
-            found = _locate(module, node)
+            found = locate(module, node)
             if found is None:
                 continue
             owner, fn, params = found
             for kind, replace in (("twin", None), ("fresh", _object), ("perturbed", _perturb(token(4)))):
-                variant = _variant(fn, _name(fn.name, token(4)), replace)
+                variant = _variant(fn, copy_name(fn.name, token(4)), replace)
                 if variant is None:
                     continue
                 text, vname = variant
-                if owner:
-                    hidden = f"_{_name(fn.name, token(4))}"
-                    lines += [text.replace(f"def {vname}(", f"def {hidden}(", 1),
-                              f"{'.'.join(owner + [vname])} = {hidden}", f"del {hidden}"]
-                else:
-                    lines.append(text)
-                out.append(Canary(node_id=_node(rel, owner, vname, params), kind=kind, original=node))
+                lines += placed(text, vname, owner, token)
+                out.append(Canary(node_id=node_id(rel, owner, vname, params), kind=kind, original=node))
+            seed = int(token(4), 16)
+            for entry, value in held:
+                if entry.node != node or entry.source != ast.unparse(fn) or (other := changed(value, seed)) is None:
+                    continue
+                pair = [("held_out", value), ("perturbed", other)]
+                secrets.SystemRandom().shuffle(pair)  # their order says nothing of which is right
+                for kind, expected in pair:
+                    new = held_out.variant(entry, expected)
+                    new.name = vname = copy_name(fn.name, token(4))
+                    lines += placed(ast.unparse(new), vname, owner, token)
+                    out.append(Canary(node_id=node_id(rel, owner, vname, params), kind=kind, original=node))
             if first:
                 first = False
                 a, b = secrets.randbelow(10**6), 10**6 + secrets.randbelow(10**6)
                 for kind, right in (("must_fail", b), ("must_pass", a)):
-                    name = _name(fn.name, token(4))
+                    name = copy_name(fn.name, token(4))
                     lines.append(f"def {name}():\n    assert {a} == {right}")
                     out.append(Canary(node_id=f"{rel}::{name}", kind=kind))
         if lines:
             path.write_text(source.rstrip("\n") + "\n\n\n" + "\n\n\n".join(lines) + "\n", encoding="utf-8")
     return out
-
-
-def _name(original: str, tok: str) -> str:
-    return f"t{tok}_{original}" if original.lower().endswith("test") else f"{original}_t{tok}"
-
-
-def _node(rel: str, owner: list[str], name: str, params: str) -> str:
-    return "::".join([rel, *owner, name]) + params
-
-
-def _locate(module: ast.Module, node: str):
-    """(class path, function node, parameter suffix) of a node id in `module`, or None."""
-    parts = node.split("::")[1:]
-    if not parts:
-        return None
-    last = parts[-1]
-    name, _, rest = last.partition("[")
-    params = f"[{rest}" if rest else ""
-    body, owner = module.body, []
-    for cls in parts[:-1]:
-        match = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == cls), None)
-        if match is None:
-            return None
-        body, owner = match.body, owner + [cls]
-    fn = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None)
-    return None if fn is None else (owner, fn, params)
 
 
 def _variant(fn, name: str, replace) -> tuple[str, str] | None:

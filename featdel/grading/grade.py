@@ -11,9 +11,13 @@ report). Steps:
      every `conftest.py`, pytest settings, `sitecustomize`/`usercustomize`, `.pth` files,
      symlinks and bytecode come from the task. Then the task's `test_patch` is applied.
   3. The carried lines are scanned for tampering (featdel.grading.tamper): findings make it `suspect`.
-  4. The F2P tests and the whole stable passing baseline (P2P) run in the sandbox; the report
-     is cross-checked against pytest's exit status and the collected ids. A missing, skipped or
-     uncollected test fails.
+  4. The F2P tests and the whole stable passing baseline (P2P) run in the sandbox with the
+     canaries (featdel.grading.canaries) beside the F2P tests; the report is cross-checked
+     against pytest's exit status and the collected ids. A missing, skipped or uncollected test
+     fails. First, the reference (the start state with the gold patch) runs on copies of the F2P
+     tests with one input changed (featdel.grading.held_out; JavaScript's:
+     featdel.lang.javascript.held_out), and what it computes is what the held-out variants
+     planted in the graded tree expect: a patch that fails one is unresolved.
 `broken` is only what fails without the patch: when a patched run leaves no report, the
 unpatched start state is run too, and only if that also fails is the sandbox to blame.
 """
@@ -34,7 +38,7 @@ from featdel.code import trees
 from featdel.code.spans import is_doctest, is_test_path
 from featdel.core.errors import SandboxError
 from featdel.env.envs import Env
-from featdel.grading import canaries, tamper
+from featdel.grading import canaries, held_out, tamper
 # Files whose content always comes from the task (every pytest config name, start-up hooks), and
 # folders describing installed distributions: Python's, kept with its language.
 from featdel.lang import language as lang_of
@@ -183,7 +187,8 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     if findings and not allow_suspect:
         return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings,
                            reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
-    planted = canaries.plant(graded, task.fail_to_pass, language=task.language, env=task.env)
+    held = _held_out(task, backend, runner, tmp) if patch.strip() else []
+    planted = canaries.plant(graded, task.fail_to_pass, language=task.language, env=task.env, held=held)
     guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files, task.language)}
     added = added_lines(texts, task.gold_patch)
     try:
@@ -210,11 +215,46 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
         return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings + evidence,
                            reason=f"the test run was tampered with: {evidence[0]}"), output
     base.update(findings=findings)
+    missed = [c for c in planted if c.kind == "held_out" and outcomes.get(c.node_id) != "passed"]
+    if why is None and missed:
+        why = (f"{len(missed)} of {sum(c.kind == 'held_out' for c in planted)} held-out variants of the F2P tests "
+               f"(an input changed, the reference's answer expected) did not pass, e.g. {missed[0].node_id} "
+               f"({outcomes.get(missed[0].node_id)})")
     if why is None:
         return GradeResult(**base, status=GradeStatus.RESOLVED, reward=1.0), output
     if run.broken and not run.timed_out:
         return _without_patch(task, backend, runner, tmp, base, why, output)
     return GradeResult(**base, status=GradeStatus.UNRESOLVED, reward=0.0, reason=why), output
+
+
+def _held_out(task: GradeTask, backend, runner, tmp: Path) -> list:
+    """What the reference computes for the held-out variants of the F2P tests (the language's
+    `capture_held_out`, run on the start state with the gold patch): [] where the language has
+    none, the task has no gold patch, or that run gives nothing (it cannot void the grading)."""
+    from featdel.env.testrun import RunOptions
+
+    if not task.gold_patch.strip():
+        return []
+    reference = trees.start_state(task.snapshot, task.deletion_patch, tmp / "reference")
+    try:
+        trees.apply_patch(reference, task.gold_patch)
+        if task.test_patch:
+            trees.apply_patch(reference, task.test_patch)
+    except trees.PatchError:
+        return []
+    trees.scrub(reference)
+    if task.language == "python":  # the grader's own, as its canaries are
+        found = held_out.capture(reference, task.fail_to_pass, task.env.src)
+    else:
+        found = lang_of(task.language).capture_held_out(reference, task.fail_to_pass, task.env)
+    if found is None:
+        return []
+    options = RunOptions(tests=found.ids, timeout_s=task.timeout_s)
+    try:
+        run = runner.run_suite(options, tree=reference) if runner is not None else run_tests(task, reference, backend, options)
+    except SandboxError:
+        return []
+    return [] if run.broken else found.values(reference, run.outcomes)
 
 
 def _without_patch(task: GradeTask, backend, runner, tmp: Path, base: dict, why: str,

@@ -295,11 +295,19 @@ class Language(Protocol):
         """Which allowed tests run each symbol's body, from the coverage data a run left at `data`."""
         ...
 
-    def plant_canaries(self, tree: Path, fail_to_pass: list[str], env) -> list[tuple[str, str, str]] | None:
+    def plant_canaries(self, tree: Path, fail_to_pass: list[str], env, held: list = ()) -> list[tuple[str, str, str]] | None:
         """Add the grader's canary tests to the F2P test files under `tree` (the graded tree):
-        (node id, kind, original) per canary, kind `must_fail`, `must_pass`, or `twin`, `fresh`
-        or `perturbed` of the F2P test `original` ("" for the others), as
+        (node id, kind, original) per canary, kind `must_fail`, `must_pass`, or `twin`, `fresh`,
+        `perturbed` or `held_out` of the F2P test `original` ("" for the others), as
         featdel.grading.canaries.Canary judges them; None where the grader plants its own
-        (Python's, featdel.grading.canaries)."""
+        (Python's, featdel.grading.canaries). `held`: what `capture_held_out`'s run found."""
+        ...
+
+    def capture_held_out(self, tree: Path, fail_to_pass: list[str], env):
+        """Plant, in the reference tree `tree` (the start state with the gold patch), copies of
+        F2P tests with one input changed that record what the reference computes for it. An
+        object with `ids` (the copies: the grader runs just these on `tree`) and
+        `values(tree, outcomes)` (what `plant_canaries` takes as `held`), or None where the
+        grader captures its own (Python's: featdel.grading.held_out)."""
         ...
 

@@ -254,10 +254,15 @@ class JavaScript:
 
         return coverage.coverage_map(src, package_dirs, data, allowed)
 
-    def plant_canaries(self, tree: Path, fail_to_pass: list[str], env) -> list[tuple[str, str, str]]:
+    def plant_canaries(self, tree: Path, fail_to_pass: list[str], env, held: list = ()) -> list[tuple[str, str, str]]:
         from featdel.lang.javascript import canaries
 
-        return canaries.plant(tree, fail_to_pass, env.runner)
+        return canaries.plant(tree, fail_to_pass, env.runner, held=held)
+
+    def capture_held_out(self, tree: Path, fail_to_pass: list[str], env):
+        from featdel.lang.javascript import held_out
+
+        return held_out.capture(tree, fail_to_pass, env.runner, env.src)
 
 
 LANGUAGE = JavaScript()

@@ -24,6 +24,10 @@ Python's:
     (featdel.code.literals): it must not pass (a result equal to every string passes it).
   An assertion inside a branch or loop may never run, so only the body's own statements count;
   a test with none gets a twin only.
+  - with `held` (featdel.lang.javascript.held_out, which the grader fills from a run of the
+    reference): `held_out`, the test with one input changed and the reference's answer for it
+    expected, which must pass in a run that resolves, and a `perturbed` copy of it expecting
+    that answer changed a little.
 Titles are the original's with a random suffix drawn per run (the variants' ids are the
 original's with the last part changed). A file the runner loads in a way the must-fail canaries
 cannot be written for (vitest or tape through CommonJS, which they do not offer) gets none.
@@ -34,15 +38,20 @@ from __future__ import annotations
 import json
 import secrets
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from featdel.code.literals import perturbed
+from featdel.code.literals import changed, perturbed
 from featdel.lang.javascript import syntax
+
+if TYPE_CHECKING:
+    from featdel.lang.javascript.held_out import HeldOut
 
 _ESM_SUFFIXES = (".mjs", ".mts", ".ts", ".tsx")
 _CJS_SUFFIXES = (".cjs", ".cts")
 
 
-def plant(tree: Path, fail_to_pass: list[str], runner: str, *, token=secrets.token_hex) -> list[tuple[str, str, str]]:
+def plant(tree: Path, fail_to_pass: list[str], runner: str, *, token=secrets.token_hex,
+          held: list[tuple[HeldOut, object]] = ()) -> list[tuple[str, str, str]]:
     by_file: dict[str, list[str]] = {}
     for node in fail_to_pass:
         rel, _, title = node.partition("::")
@@ -54,13 +63,13 @@ def plant(tree: Path, fail_to_pass: list[str], runner: str, *, token=secrets.tok
         if not path.is_file() or path.is_symlink() or not syntax.is_source(rel):
             continue
         source = path.read_text(encoding="utf-8", errors="replace")
-        esm = _is_esm(tree, rel, source)
+        esm = is_esm(tree, rel, source)
         a, b = secrets.randbelow(10**6), 10**6 + secrets.randbelow(10**6)
         v = f"_{token(4)}"  # names nothing of the grader: code in the run cannot find them by name
-        code = _code(runner, esm, v, a, b)
+        code = runner_code(runner, esm, v, a, b)
         if code is None:
             continue
-        source, copies = _variants(source, rel, nodes, token)
+        source, copies = _variants(source, rel, nodes, token, [h for h in held if h[0].node in set(nodes)])
         out += copies
         header, make = code
         lines = [header] if header else []
@@ -78,12 +87,15 @@ def plant(tree: Path, fail_to_pass: list[str], runner: str, *, token=secrets.tok
 _EXPECT_EQUAL = frozenset({"toBe", "toEqual", "toStrictEqual", "equal", "equals", "eql", "eq"})
 _ASSERT_EQUAL = frozenset({"equal", "equals", "strictEqual", "deepEqual", "deepEquals", "deepStrictEqual",
                            "same", "is", "isEqual", "strictEquals", "looseEqual", "looseEquals"})
+_DEEP = frozenset({"toEqual", "toStrictEqual", "eql", "deepEqual", "deepEquals", "deepStrictEqual", "same", "isEqual"})
 
 
-def _variants(source: str, rel: str, nodes: list[str], token) -> tuple[str, list[tuple[str, str, str]]]:
-    """`source` with a twin, fresh and perturbed copy after each test of `nodes` found in it."""
+def _variants(source: str, rel: str, nodes: list[str], token,
+              held: list[tuple[HeldOut, object]]) -> tuple[str, list[tuple[str, str, str]]]:
+    """`source` with a twin, fresh and perturbed copy after each test of `nodes` found in it, and
+    the held-out pair (featdel.lang.javascript.held_out) of each entry of `held`."""
     data = source.encode()
-    calls = list(_titled_calls(syntax.parse(data, rel).root_node, data, ()))
+    calls = list(titled_calls(syntax.parse(data, rel).root_node, data, ()))
     inserts: list[tuple[int, str]] = []
     out: list[tuple[str, str, str]] = []
     for node in nodes:
@@ -93,22 +105,31 @@ def _variants(source: str, rel: str, nodes: list[str], token) -> tuple[str, list
             continue  # not there as written (built titles, .each tables), or ambiguous
         stmt, _, title_node, body = found[0]
         seed = int(token(4), 16)
-        kinds = [("twin", None), ("fresh", lambda n: "Symbol()"), ("perturbed", lambda n: _perturbed_literal(n, data, seed))]
+        kinds = [("twin", None), ("fresh", lambda n: "Symbol()"), ("perturbed", lambda n: perturbed_literal(n, data, seed))]
+        statement = data[stmt.start_byte:stmt.end_byte].decode()
+        for entry, value in held:
+            if entry.node == node and entry.statement == statement and (other := changed(value, seed)) is not None:
+                kinds += [("held_out", (entry, json.dumps(value))), ("perturbed", (entry, json.dumps(other)))]
         secrets.SystemRandom().shuffle(kinds)  # their order in the file says nothing of which is which
         for kind, replace in kinds:
-            edits = [] if replace is None else _expected_values(body, data, replace)
-            if replace is not None and not edits:
-                continue
             title = f"{parts[-1]} {token(4)}"
-            edits.append((title_node.start_byte, title_node.end_byte, json.dumps(title)))
-            inserts.append((stmt.end_byte, _apply(data, stmt.start_byte, stmt.end_byte, edits)))
+            if isinstance(replace, tuple):
+                entry, expected = replace
+                text = entry.text(title, expected)
+            else:
+                edits = [] if replace is None else _expected_values(body, data, replace)
+                if replace is not None and not edits:
+                    continue
+                edits.append((title_node.start_byte, title_node.end_byte, json.dumps(title)))
+                text = _apply(data, stmt.start_byte, stmt.end_byte, edits)
+            inserts.append((stmt.end_byte, text))
             out.append(("::".join([rel, *parts[:-1], title]), kind, node))
     for at, text in sorted(inserts, key=lambda x: x[0], reverse=True):
         data = data[:at] + b"\n" + text.encode() + data[at:]
     return data.decode(), out
 
 
-def _titled_calls(node, data: bytes, outer: tuple[str, ...]):
+def titled_calls(node, data: bytes, outer: tuple[str, ...]):
     """(statement, titles, title node, callback body) for each `f("title", ..., fn)` call that is a
     statement of its own, with the titles of the titled calls around it."""
     for child in node.named_children:
@@ -122,7 +143,7 @@ def _titled_calls(node, data: bytes, outer: tuple[str, ...]):
             if title is not None and fn is not None:
                 inner = (*outer, title)
                 yield child, inner, named[0], fn.child_by_field_name("body")
-        yield from _titled_calls(child, data, inner)
+        yield from titled_calls(child, data, inner)
 
 
 def _plain_string(node, data: bytes) -> str | None:
@@ -137,23 +158,34 @@ def _plain_string(node, data: bytes) -> str | None:
 def _expected_values(body, data: bytes, replace) -> list[tuple[int, int, str]]:
     """Edits replacing the expected value of each equality assertion among `body`'s own
     statements (or the arrow's expression) with `replace(node)`, where it offers one."""
-    if body is None:
-        return []
-    exprs = [body] if body.type != "statement_block" else [
-        s.named_children[0] for s in body.named_children if s.type == "expression_statement" and s.named_children]
     edits = []
-    for expr in exprs:
-        if expr.type == "await_expression" and expr.named_children:
-            expr = expr.named_children[0]
-        target = _expected_argument(expr, data)
-        new = replace(target) if target is not None else None
+    for _, _, target, _ in top_assertions(body, data):
+        new = replace(target)
         if new is not None:
             edits.append((target.start_byte, target.end_byte, new))
     return edits
 
 
-def _expected_argument(call, data: bytes):
-    """The expected-value argument of an equality assertion call, or None."""
+def top_assertions(body, data: bytes) -> list[tuple]:
+    """(call, actual, expected, deep) of each equality assertion among `body`'s own statements
+    (or the arrow's expression): one inside a branch or loop may never run."""
+    if body is None:
+        return []
+    exprs = [body] if body.type != "statement_block" else [
+        s.named_children[0] for s in body.named_children if s.type == "expression_statement" and s.named_children]
+    out = []
+    for expr in exprs:
+        if expr.type == "await_expression" and expr.named_children:
+            expr = expr.named_children[0]
+        found = assertion(expr, data)
+        if found is not None:
+            out.append((expr, *found))
+    return out
+
+
+def assertion(call, data: bytes):
+    """(actual argument, expected argument, whether it compares deeply) of an equality assertion
+    call (`expect(X).toBe(Y)` and the other forms of `_EXPECT_EQUAL`/`_ASSERT_EQUAL`), or None."""
     if call.type != "call_expression":
         return None
     callee = call.child_by_field_name("function")
@@ -171,15 +203,18 @@ def _expected_argument(call, data: bytes):
     if obj is not None and obj.type == "call_expression":  # expect(X)...method(Y)
         root = obj.child_by_field_name("function")
         root_name = data[root.start_byte:root.end_byte].decode() if root is not None else ""
-        if root_name in ("expect", "expect.soft", "chai.expect") and method in _EXPECT_EQUAL and len(named) == 1:
-            return named[0]
+        inner = obj.child_by_field_name("arguments")
+        actual = [n for n in (inner.named_children if inner is not None else []) if n.type != "comment"]
+        if (root_name in ("expect", "expect.soft", "chai.expect") and method in _EXPECT_EQUAL and len(named) == 1
+                and len(actual) == 1):
+            return actual[0], named[0], method in _DEEP or "deep" in chain
         return None
     if obj is not None and obj.type == "identifier" and not chain and method in _ASSERT_EQUAL and len(named) in (2, 3):
-        return named[1]  # assert.equal(X, Y[, message]), t.equal(X, Y[, message])
+        return named[0], named[1], method in _DEEP  # assert.equal(X, Y[, message]), t.equal(X, Y[, message])
     return None
 
 
-def _perturbed_literal(node, data: bytes, seed: int) -> str | None:
+def perturbed_literal(node, data: bytes, seed: int) -> str | None:
     text = data[node.start_byte:node.end_byte].decode()
     if node.type == "number" and text.isdigit():
         return str(perturbed(int(text), seed))
@@ -194,7 +229,7 @@ def _apply(data: bytes, start: int, end: int, edits: list[tuple[int, int, str]])
     return text.decode()
 
 
-def _is_esm(tree: Path, rel: str, source: str) -> bool:
+def is_esm(tree: Path, rel: str, source: str) -> bool:
     if rel.endswith(_ESM_SUFFIXES):
         return True
     if rel.endswith(_CJS_SUFFIXES):
@@ -214,7 +249,7 @@ def _is_esm(tree: Path, rel: str, source: str) -> bool:
     return False
 
 
-def _code(runner: str, esm: bool, v: str, a: int, b: int):
+def runner_code(runner: str, esm: bool, v: str, a: int, b: int):
     """(header, make(title_json, body)) for one runner and module kind, or None. `body` is
     "throw", "false" (A equals B, untrue) or "true" (A equals A)."""
     def check(assertion):
