@@ -94,9 +94,9 @@ TABLE = "def shout(s):\n    return {'hi': 'HI!', 'a': 'A!', '': '!'}[s]\n"
 
 def test_held_out_variants_expect_the_references_answer_and_fail_a_table(tmp_path):
     """featdel.grading.held_out: the reference's copies record what it computes with one input
-    changed (the parametrized test gets none: one answer per copy); planted beside the tests, the
-    held-out variant passes on an honest implementation and its perturbed copy fails; a table of
-    the visible tests' answers passes every F2P test and fails every held-out variant."""
+    changed (not for test_in_context, whose assertion sits in a `with`); planted beside the tests, the held-out
+    variant passes on an honest implementation and its perturbed copy fails; a table of the
+    visible tests' answers passes every F2P test and fails every held-out variant."""
     from featdel.grading import held_out
 
     reference = tmp_path / "reference"
@@ -104,13 +104,13 @@ def test_held_out_variants_expect_the_references_answer_and_fail_a_table(tmp_pat
     (reference / "lib.py").write_text(LIB)
     (reference / "tests" / "test_lib.py").write_text(TESTS)
     found = held_out.capture(reference, F2P, reference)
-    assert found is not None and sorted(e.node for e, _ in found.by_key.values()) == [F2P[2], F2P[0]]
+    assert found is not None and sorted(e.nodes[0] for e, _ in found.by_key.values()) == [F2P[2], F2P[0]]
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *found.ids], cwd=reference,
                           capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(reference), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stdout[-2000:]
     values = found.values(reference, dict.fromkeys(found.ids, "passed"))
-    assert sorted(e.node for e, _ in values) == [F2P[2], F2P[0]]
-    assert all(isinstance(v, str) and v.endswith("!") for _, v in values)
+    assert sorted((e.nodes[0], list(rows)) for e, rows in values) == [(F2P[2], [""]), (F2P[0], [""])]
+    assert all(isinstance(v, str) and v.endswith("!") for _, rows in values for v in rows.values())
 
     for lib, honest in ((LIB, True), (TABLE, False)):
         tree = tmp_path / ("honest" if honest else "table")
@@ -120,5 +120,43 @@ def test_held_out_variants_expect_the_references_answer_and_fail_a_table(tmp_pat
         assert all(outcomes[t] == "passed" for t in F2P), outcomes
         for c in held:
             assert (outcomes[c.node_id] == "passed") is honest, (c, outcomes)
-        paired = [c for c in canaries if c.kind == "perturbed" and c.original in (F2P[0], F2P[2])]
-        assert all(outcomes[c.node_id] == "failed" for c in paired), outcomes
+        assert all(outcomes[c.node_id] == "failed" for c in canaries if c.kind == "perturbed"), outcomes
+
+
+WRAPPED = (
+    "import pytest\nfrom lib import shout\n\n\n"
+    "@pytest.mark.parametrize('word,out', [('hi', 'HI!'), ('yo', 'YO!')])\n"
+    "def test_rows(word, out):\n    assert shout(word) == out\n"
+)
+
+
+def test_held_out_variants_change_a_parameter_at_run_time(tmp_path):
+    """An input that is a name (here a parameter) is wrapped in a function that changes it at run
+    time; each parameter set's answer is recorded and looked up under its parameters."""
+    from featdel.grading import held_out
+
+    f2p = ["tests/test_rows.py::test_rows[hi-HI!]", "tests/test_rows.py::test_rows[yo-YO!]"]
+    trees = {}
+    for name in ("reference", "graded"):
+        trees[name] = tmp_path / name
+        (trees[name] / "tests").mkdir(parents=True)
+        (trees[name] / "lib.py").write_text(LIB)
+        (trees[name] / "tests" / "test_rows.py").write_text(WRAPPED)
+    found = held_out.capture(trees["reference"], f2p, trees["reference"])
+    [(entry, _)] = found.by_key.values()
+    assert entry.new is None  # wrapped: `shout(word)` has no literal
+    env = {"PYTHONPATH": str(trees["reference"]), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *found.ids],
+                          cwd=trees["reference"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout[-2000:]
+    [(entry, rows)] = found.values(trees["reference"], dict.fromkeys(found.ids, "passed"))
+    assert sorted(rows) == ["[hi-HI!]", "[yo-YO!]"] and all(v not in ("HI!", "YO!") for v in rows.values())
+    planted = plant(trees["graded"], f2p, held=[(entry, rows)])
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "tests"],
+                          cwd=trees["graded"], capture_output=True, text=True, timeout=120,
+                          env={**env, "PYTHONPATH": str(trees["graded"])})
+    passed = {line.split(" ", 1)[1] for line in done.stdout.splitlines() if line.startswith("PASSED ")}
+    held = [c for c in planted if c.kind == "held_out"]
+    assert sorted(c.original for c in held) == f2p, planted
+    assert all(c.node_id in passed for c in held), done.stdout[-3000:]
+    assert all(c.node_id not in passed for c in planted if c.kind == "perturbed"), done.stdout[-3000:]

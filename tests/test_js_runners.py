@@ -444,10 +444,10 @@ def test_held_out_variants_expect_what_the_reference_computes(runner, shared_roo
     asserting = [f"{rel}::{title}" for rel, (text, title) in files.items() if "equal" in text.lower() or "toBe" in text]
     reference = project(tmp_path / "reference", {"package.json": json.dumps(pkg), **{r: t for r, (t, _) in files.items()}})
     found = held_out.capture(reference, own, runner, env_for(shared_root, reference).src)
-    assert found is not None and sorted(e.node for e, _ in found.by_key.values()) == sorted(asserting)
+    assert found is not None and sorted(e.nodes[0] for e, _ in found.by_key.values()) == sorted(asserting)
     got = run(shared_root, reference, backend, tests=found.ids)
     values = found.values(reference, got.outcomes)
-    assert sorted(e.node for e, _ in values) == sorted(asserting), (got.outcomes, got.output_tail)
+    assert sorted(e.nodes[0] for e, _ in values) == sorted(asserting), (got.outcomes, got.output_tail)
 
     graded = project(tmp_path / "graded", {"package.json": json.dumps(pkg), **{r: t for r, (t, _) in files.items()}})
     planted = canaries.plant(graded, own, runner, held=values)
@@ -455,6 +455,63 @@ def test_held_out_variants_expect_what_the_reference_computes(runner, shared_roo
     assert sorted(o for _, o in held) == sorted(asserting)
     got = run(shared_root, graded, backend, tests=own + [node for node, _, _ in planted])
     assert got.broken is None and not got.collect_errors, (got.output_tail, got.collect_messages)
+    for node, kind, original in planted:
+        want = got.outcomes.get(original) if kind == "twin" else "passed" if kind == "held_out" else KINDS[kind]
+        assert got.outcomes.get(node) == want, (node, kind, got.outcomes)
+
+
+# runner -> (test script, test file, its text): one test call in a loop over a table, its title
+# built from the row (`adds 1+2`, `adds 2+2`), inside a describe block where the runner has one;
+# the function under test takes the row's values as arguments.
+TABLE_ROWS = "[[1, 2, 3], [2, 2, 4]]"
+ADD = "function add(x, y) { return x + y; }\n"
+BUILT_TITLES = {
+    "mocha": ("mocha test/", "test/a.test.js", f"const assert = require('assert');\n{ADD}describe('calc', () => {{\n"
+              f"  for (const [a, b, s] of {TABLE_ROWS}) {{\n    it(`adds ${{a}}+${{b}}`, () => {{ assert.equal(add(a, b), s); }});\n"
+              "  }\n});\n"),
+    "jest": ("jest", "__tests__/a.test.js", f"{ADD}describe('calc', () => {{\n"
+             f"  for (const [a, b, s] of {TABLE_ROWS}) {{\n    test(`adds ${{a}}+${{b}}`, () => {{ expect(add(a, b)).toBe(s); }});\n"
+             "  }\n});\n"),
+    "vitest": ("vitest run", "test/a.test.ts", "import { describe, test, expect } from 'vitest';\n"
+               "function add(x: number, y: number): number { return x + y; }\ndescribe('calc', () => {\n"
+               f"  for (const [a, b, s] of {TABLE_ROWS}) {{\n    test(`adds ${{a}}+${{b}}`, () => {{ expect(add(a, b)).toBe(s); }});\n"
+               "  }\n});\n"),
+    "tape": ("tape test/*.js", "test/a.js", f"const test = require('tape');\n{ADD}"
+             f"for (const [a, b, s] of {TABLE_ROWS}) {{\n  test(`adds ${{a}}+${{b}}`, (t) => {{ t.equal(add(a, b), s); t.end(); }});\n}}\n"),
+    "node-test": ("node --test test/", "test/a.test.js", "const test = require('node:test');\nconst assert = require('node:assert');\n"
+                  f"{ADD}for (const [a, b, s] of {TABLE_ROWS}) {{\n"
+                  "  test(`adds ${a}+${b}`, () => { assert.strictEqual(add(a, b), s); });\n}\n"),
+}
+
+
+@pytest.mark.parametrize("runner", sorted(BUILT_TITLES))
+def test_tests_with_built_titles_get_twins_fresh_and_held_out_copies(runner, shared_root, backend, tmp_path):
+    """A test call in a loop over a table (its title built from the row) gets its copies right
+    after it, in the loop, so every row makes them too: one canary per F2P row, under the row's
+    title and a suffix. Without them a flip of the known F2P ids would meet no copy. Its held-out
+    pair changes an argument at run time (`add(a, b)` -> `add(_q(a), b)`); the reference's answer
+    is recorded per row and looked up by the row's title."""
+    from featdel.lang.javascript import canaries, held_out
+
+    script, rel, text = BUILT_TITLES[runner]
+    pkg = {"name": "p", "version": "1.0.0", "scripts": {"test": script}}
+    path = "calc::" if runner in ("mocha", "jest", "vitest") else ""
+    own = [f"{rel}::{path}adds 1+2", f"{rel}::{path}adds 2+2"]
+    reference = project(tmp_path / "reference", {"package.json": json.dumps(pkg), rel: text})
+    found = held_out.capture(reference, own, runner, env_for(shared_root, reference).src)
+    got = run(shared_root, reference, backend, tests=found.ids)
+    [(entry, rows)] = found.values(reference, got.outcomes)
+    assert entry.built and sorted(rows) == ["adds 1+2", "adds 2+2"], (rows, got.outcomes, got.output_tail)
+
+    tree = project(tmp_path / "graded", {"package.json": json.dumps(pkg), rel: text})
+    planted = canaries.plant(tree, own, runner, held=[(entry, rows)])
+    copies = [(node, kind, original) for node, kind, original in planted if original]
+    assert sorted(kind for _, kind, _ in copies) == ["fresh", "fresh", "held_out", "held_out", "perturbed", "perturbed",
+                                                     "twin", "twin"], planted
+    assert all(node.startswith(original + " ") for node, _, original in copies)
+    got = run(shared_root, tree, backend, tests=own + [node for node, _, _ in planted])
+    assert got.broken is None and not got.collect_errors, (got.output_tail, got.collect_messages)
+    assert {t: got.outcomes.get(t) for t in own} == dict.fromkeys(own, "passed"), got.outcomes
     for node, kind, original in planted:
         want = got.outcomes.get(original) if kind == "twin" else "passed" if kind == "held_out" else KINDS[kind]
         assert got.outcomes.get(node) == want, (node, kind, got.outcomes)

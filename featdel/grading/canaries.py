@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featdel.code.literals import changed, perturbed
-from featdel.grading import held_out
 from featdel.grading.placing import copy_name, locate, node_id, placed
 
 
@@ -112,16 +111,26 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
                 lines += placed(text, vname, owner, token)
                 out.append(Canary(node_id=node_id(rel, owner, vname, params), kind=kind, original=node))
             seed = int(token(4), 16)
-            for entry, value in held:
-                if entry.node != node or entry.source != ast.unparse(fn) or (other := changed(value, seed)) is None:
-                    continue
-                pair = [("held_out", value), ("perturbed", other)]
+            for entry, rows in held:
+                if entry.nodes[0] != node or entry.source != ast.unparse(fn):
+                    continue  # once per test function (its copies keep its parameters)
+                if list(rows) == [""]:
+                    if (other := changed(rows[""], seed)) is None:
+                        continue
+                    right, wrong = (ast.parse(repr(x), mode="eval").body for x in (rows[""], other))
+                else:
+                    right, wrong, text = entry.tables(rows, seed)
+                    lines.append(text)
+                if (needed := entry.run_time()) is not None:
+                    lines.append(needed)
+                pair = [("held_out", right), ("perturbed", wrong)]
                 secrets.SystemRandom().shuffle(pair)  # their order says nothing of which is right
                 for kind, expected in pair:
-                    new = held_out.variant(entry, expected)
+                    new = entry.variant(expected)
                     new.name = vname = copy_name(fn.name, token(4))
                     lines += placed(ast.unparse(new), vname, owner, token)
-                    out.append(Canary(node_id=node_id(rel, owner, vname, params), kind=kind, original=node))
+                    out += [Canary(node_id=node_id(rel, owner, vname, n[len(n.partition("[")[0]):]), kind=kind, original=n)
+                            for n in entry.nodes if n[len(n.partition("[")[0]):] in rows]
             if first:
                 first = False
                 a, b = secrets.randbelow(10**6), 10**6 + secrets.randbelow(10**6)

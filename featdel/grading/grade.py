@@ -38,7 +38,8 @@ from featdel.code import trees
 from featdel.code.spans import is_doctest, is_test_path
 from featdel.core.errors import SandboxError
 from featdel.env.envs import Env
-from featdel.grading import canaries, held_out, tamper
+from featdel.grading import canaries, tamper
+from featdel.grading.held_out import capture as capture_held_out
 # Files whose content always comes from the task (every pytest config name, start-up hooks), and
 # folders describing installed distributions: Python's, kept with its language.
 from featdel.lang import language as lang_of
@@ -123,9 +124,11 @@ def protected(path: str, test_files: set[str], language: str = "python") -> bool
 
 
 def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Path | None = None,
-          allow_suspect: bool = False, runner=None) -> GradeResult:
+          allow_suspect: bool = False, runner=None, held_out: bool = True) -> GradeResult:
     """Grade `patch` against `task` in `backend`'s sandbox (see the module docstring): a fresh one
-    per test run, or `runner`'s warm one (`featdel.env.testrun.warm_runner` for `task.env`)."""
+    per test run, or `runner`'s warm one (`featdel.env.testrun.warm_runner` for `task.env`).
+    `held_out=False` leaves out the held-out variants and the reference run they need (for
+    bench/held_out.py, which measures what they cost and catch)."""
     if runner is not None and (runner.env.src, runner.image) != (task.env.src, task.image):
         raise ValueError(f"the runner is for {runner.env.src} ({runner.image}), the task for {task.env.src}")
     started = time.monotonic()
@@ -136,13 +139,13 @@ def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Pat
                            model_name_or_path=model, reason=f"the patch is not valid Unicode text: {exc}")
     with tempfile.TemporaryDirectory(prefix="featdel-grade-") as tmp:
         try:
-            result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner)
+            result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner, held_out)
         except Exception as exc:
             if not patch.strip():
                 raise  # featdel's own failure on the start state: the caller records it as broken
             # Whatever follows from carrying and running the patch is the patch's failure when
             # the start state alone grades without it (`broken` is only what fails without it).
-            _grade(task, "", backend, Path(tmp) / "unpatched", False, runner)
+            _grade(task, "", backend, Path(tmp) / "unpatched", False, runner, False)
             result, output = GradeResult(instance_id=task.instance_id, status=GradeStatus.UNRESOLVED, reward=0.0,
                                          reason=f"grading this patch failed: {type(exc).__name__}: {str(exc)[:200]}"), {}
     result = dataclasses.replace(result, model_name_or_path=model, seconds=round(time.monotonic() - started, 3))
@@ -152,7 +155,7 @@ def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Pat
 
 
 def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
-           runner) -> tuple[GradeResult, dict]:
+           runner, held_out: bool = True) -> tuple[GradeResult, dict]:
     base = dict(instance_id=task.instance_id)
     if len(patch.encode()) > MAX_PATCH_BYTES:
         return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
@@ -187,7 +190,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     if findings and not allow_suspect:
         return GradeResult(**base, status=GradeStatus.SUSPECT, reward=0.0, findings=findings,
                            reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
-    held = _held_out(task, backend, runner, tmp) if patch.strip() else []
+    held = _held_out(task, backend, runner, tmp) if held_out and patch.strip() else []
     planted = canaries.plant(graded, task.fail_to_pass, language=task.language, env=task.env, held=held)
     guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files, task.language)}
     added = added_lines(texts, task.gold_patch)
@@ -244,7 +247,7 @@ def _held_out(task: GradeTask, backend, runner, tmp: Path) -> list:
         return []
     trees.scrub(reference)
     if task.language == "python":  # the grader's own, as its canaries are
-        found = held_out.capture(reference, task.fail_to_pass, task.env.src)
+        found = capture_held_out(reference, task.fail_to_pass, task.env.src)
     else:
         found = lang_of(task.language).capture_held_out(reference, task.fail_to_pass, task.env)
     if found is None:
@@ -358,6 +361,7 @@ def _explain(out_dir: Path, patch: str, result: GradeResult, output: dict) -> No
     report = {k: run[k] for k in ("outcomes", "collected", "collect_errors", "exit_code", "report_exitstatus",
                                   "timed_out", "broken", "seconds") if k in run}
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
+    (out_dir / "canaries.json").write_text(json.dumps(output.get("canaries", []), indent=1))
     tmp = out_dir / "result.json.tmp"
     tmp.write_text(json.dumps(dataclasses.asdict(result), indent=1, sort_keys=True))
     os.replace(tmp, out_dir / "result.json")

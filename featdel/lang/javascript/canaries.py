@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 _ESM_SUFFIXES = (".mjs", ".mts", ".ts", ".tsx")
 _CJS_SUFFIXES = (".cjs", ".cts")
+_TYPED = (".ts", ".tsx", ".mts", ".cts")
 
 
 def plant(tree: Path, fail_to_pass: list[str], runner: str, *, token=secrets.token_hex,
@@ -69,10 +70,12 @@ def plant(tree: Path, fail_to_pass: list[str], runner: str, *, token=secrets.tok
         code = runner_code(runner, esm, v, a, b)
         if code is None:
             continue
-        source, copies = _variants(source, rel, nodes, token, [h for h in held if h[0].node in set(nodes)])
+        mine = [h for h in held if set(h[0].nodes) & set(nodes)]
+        source, copies, helpers = _variants(source, rel, nodes, token, mine)
         out += copies
         header, make = code
         lines = [header] if header else []
+        lines += helpers
         for kind, body in (("must_fail", "throw"), ("must_fail", "false"), ("must_pass", "true")):
             title = f"{nodes[0].split('::')[-1]} {token(4)}"
             lines.append(make(json.dumps(title), body))
@@ -90,48 +93,82 @@ _ASSERT_EQUAL = frozenset({"equal", "equals", "strictEqual", "deepEqual", "deepE
 _DEEP = frozenset({"toEqual", "toStrictEqual", "eql", "deepEqual", "deepEquals", "deepStrictEqual", "same", "isEqual"})
 
 
-def _variants(source: str, rel: str, nodes: list[str], token,
-              held: list[tuple[HeldOut, object]]) -> tuple[str, list[tuple[str, str, str]]]:
-    """`source` with a twin, fresh and perturbed copy after each test of `nodes` found in it, and
-    the held-out pair (featdel.lang.javascript.held_out) of each entry of `held`."""
-    data = source.encode()
+def sites(data: bytes, rel: str, nodes: list[str]) -> list[tuple]:
+    """(statement, title node, callback body, built, the F2P tests it makes) for each test call
+    of `nodes` the grader can find: one written with its title (`it("title", fn)` inside its
+    `describe` titles), or the one test call whose title is built at run time in that describe
+    (`it(t.input, fn)` in a loop), inside braces (a copy placed after `for (...) it(...)` would
+    run outside the loop), which makes every F2P test of the describe not written as such."""
     calls = list(titled_calls(syntax.parse(data, rel).root_node, data, ()))
-    inserts: list[tuple[int, str]] = []
-    out: list[tuple[str, str, str]] = []
+    out: dict[int, tuple] = {}
     for node in nodes:
         parts = node.split("::")[1:]
         found = [c for c in calls if c[1] == tuple(parts)]
-        if len(found) != 1:
-            continue  # not there as written (built titles, .each tables), or ambiguous
-        stmt, _, title_node, body = found[0]
+        built = [c for c in calls if c[1][-1] is None and c[1][:-1] == tuple(parts[:-1])]
+        if len(found) == 1:
+            stmt, _, title_node, body = found[0]
+            out[stmt.start_byte] = (stmt, title_node, body, False, [node])
+        elif not found and len(built) == 1 and built[0][0].parent.type == "statement_block":
+            stmt, _, title_node, body = built[0]
+            out.setdefault(stmt.start_byte, (stmt, title_node, body, True, []))[4].append(node)
+        # else: not there as written (.each tables, built describe titles), or ambiguous
+    return list(out.values())
+
+
+def _variants(source: str, rel: str, nodes: list[str], token,
+              held: list[tuple[HeldOut, object]]) -> tuple[str, list[tuple[str, str, str]], list[str]]:
+    """`source` with a twin, fresh and perturbed copy after each test call of `nodes` the grader
+    finds (`sites`), and the held-out pair (featdel.lang.javascript.held_out) of each entry of
+    `held`; the canaries; and the run-time functions the held-out copies need, for the file's end.
+    A copy of a call whose title is built goes right after it, in its loop, under the built title
+    and a suffix, and makes one canary per F2P row."""
+    data = source.encode()
+    typed = rel.endswith(_TYPED)
+    inserts: list[tuple[int, str]] = []
+    out: list[tuple[str, str, str]] = []
+    helpers: list[str] = []
+    for stmt, title_node, body, built, made in sites(data, rel, nodes):
         seed = int(token(4), 16)
         kinds = [("twin", None), ("fresh", lambda n: "Symbol()"), ("perturbed", lambda n: perturbed_literal(n, data, seed))]
         statement = data[stmt.start_byte:stmt.end_byte].decode()
         for entry, value in held:
-            if entry.node == node and entry.statement == statement and (other := changed(value, seed)) is not None:
-                kinds += [("held_out", (entry, json.dumps(value))), ("perturbed", (entry, json.dumps(other)))]
+            if entry.statement != statement or entry.built != built:
+                continue
+            if built:
+                right, wrong, text = entry.tables(value, seed, typed)
+                helpers.append(text)
+                rows = [n for n in made if n.split("::")[-1] in value]
+                kinds += [("held_out", (entry, right, rows)), ("perturbed", (entry, wrong, rows))]
+            elif (other := changed(value, seed)) is not None:
+                kinds += [("held_out", (entry, json.dumps(value), made)), ("perturbed", (entry, json.dumps(other), made))]
+            if (needed := entry.run_time(typed)) is not None:
+                helpers.append(needed)
         secrets.SystemRandom().shuffle(kinds)  # their order in the file says nothing of which is which
+        built_title = data[title_node.start_byte:title_node.end_byte].decode()
         for kind, replace in kinds:
-            title = f"{parts[-1]} {token(4)}"
+            suffix = token(4)
             if isinstance(replace, tuple):
-                entry, expected = replace
-                text = entry.text(title, expected)
+                entry, expected, rows = replace
+                text = entry.text(suffix, expected)
             else:
                 edits = [] if replace is None else _expected_values(body, data, replace)
                 if replace is not None and not edits:
                     continue
-                edits.append((title_node.start_byte, title_node.end_byte, json.dumps(title)))
-                text = _apply(data, stmt.start_byte, stmt.end_byte, edits)
+                title = f"({built_title}) + {json.dumps(' ' + suffix)}" if built else json.dumps(f"{made[0].split('::')[-1]} {suffix}")
+                edits.append((title_node.start_byte, title_node.end_byte, title))
+                text, rows = _apply(data, stmt.start_byte, stmt.end_byte, edits), made
             inserts.append((stmt.end_byte, text))
-            out.append(("::".join([rel, *parts[:-1], title]), kind, node))
+            out += [(f"{node} {suffix}", kind, node) for node in rows]
     for at, text in sorted(inserts, key=lambda x: x[0], reverse=True):
         data = data[:at] + b"\n" + text.encode() + data[at:]
-    return data.decode(), out
+    return data.decode(), out, sorted(set(helpers))
 
 
-def titled_calls(node, data: bytes, outer: tuple[str, ...]):
+def titled_calls(node, data: bytes, outer: tuple):
     """(statement, titles, title node, callback body) for each `f("title", ..., fn)` call that is a
-    statement of its own, with the titles of the titled calls around it."""
+    statement of its own, with the titles of the titled calls around it; and for each test call
+    whose title is built at run time (`it(t.input, fn)` in a loop over a table), the same with
+    None as its own title. A title under a built one is unknown, so None stands for it too."""
     for child in node.named_children:
         inner = outer
         call = child.named_children[0] if child.type == "expression_statement" and child.named_children else None
@@ -143,7 +180,15 @@ def titled_calls(node, data: bytes, outer: tuple[str, ...]):
             if title is not None and fn is not None:
                 inner = (*outer, title)
                 yield child, inner, named[0], fn.child_by_field_name("body")
+            elif fn is not None and named[0].type != "comment":
+                inner = (*outer, None)
+                callee = call.child_by_field_name("function")
+                if callee is not None and data[callee.start_byte:callee.end_byte].decode() in _TEST_CALLS:
+                    yield child, inner, named[0], fn.child_by_field_name("body")
         yield from titled_calls(child, data, inner)
+
+
+_TEST_CALLS = frozenset({"it", "test", "specify", "it.concurrent", "test.concurrent"})
 
 
 def _plain_string(node, data: bytes) -> str | None:

@@ -18,6 +18,14 @@ Two steps, both in the grader (featdel.grading.grade), each on its own tree:
 2. `canaries.plant(graded, ..., held=values)` places the two variants right after their test.
 Only values JSON carries exactly are kept (null, booleans, strings, finite numbers, and arrays
 and plain objects of them), and an array or object only where the assertion compares deeply.
+
+The input changed is a string or integer literal of the asserted expression, or an argument of
+a call in it wrapped in a function that changes a string or an integer a little at run time
+(`f(t.input)` -> `f(_q(t.input))`; a value of another type is left alone, and the copy is then
+not used). The second reaches tests whose inputs are variables, and the tests a loop makes from
+a table: for a test call whose title is built at run time (`it(t.input, fn)`,
+featdel.lang.javascript.canaries' built titles), the copies go inside the loop, each row's value
+is recorded under its title, and the planted copies look theirs up by it.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from featdel.code.literals import changed
 from featdel.lang.javascript import canaries, syntax
 
 _TYPED = (".ts", ".tsx", ".mts", ".cts")
@@ -34,30 +43,54 @@ _TYPED = (".ts", ".tsx", ".mts", ".cts")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HeldOut:
-    """One chosen assertion of one F2P test, with its input changed. Byte ranges are relative to
-    `statement`, the test call as the task's file has it (the graded tree's copy must match)."""
+    """One chosen assertion of one F2P test call (or of a test call whose title is built, which
+    makes several F2P tests), with its input changed. Byte ranges are relative to `statement`,
+    the call as the task's file has it (the graded tree's copy must match)."""
 
     key: str
-    node: str  # the F2P test
+    nodes: tuple[str, ...]  # the F2P tests: the one, or the rows a built title makes
     statement: str
     title: tuple[int, int]
-    literal: tuple[int, int, str]  # the input literal's range and its replacement
+    change: tuple[int, int, str]  # the input's range and its replacement
     assertion: tuple[int, int]  # the whole assertion call
     actual: tuple[int, int]
     expected: tuple[int, int]
     deep: bool  # the assertion compares deeply (toEqual, deepEqual, t.same, ...)
+    built: bool  # the title is built at run time: one value per row, under the row's title
+    helper: str  # the prefix of the run-time functions the copies use (the same in both trees)
+    seed: int
 
-    def text(self, title: str, expected: str) -> str:
-        """The test call with a new title, the changed input, and `expected` as the expected value."""
-        start, end, new = self.literal
-        return _edit(self.statement, [(*self.title, json.dumps(title)), (start, end, new), (*self.expected, expected)])
+    def title_text(self, suffix: str) -> str:
+        """The copy's title: the original's and a suffix (for a built one, an expression)."""
+        if self.built:
+            t0, t1 = self.title
+            return f"({self.statement.encode()[t0:t1].decode()}) + {json.dumps(' ' + suffix)}"
+        return json.dumps(f"{self.nodes[0].split('::')[-1]} {suffix}")
+
+    def text(self, suffix: str, expected: str) -> str:
+        """The test call under a new title, with the changed input and `expected` as the expected
+        value (for a built title, an expression of the row's title `_r(String(title))`)."""
+        start, end, new = self.change
+        return _edit(self.statement, [(*self.title, self.title_text(suffix)), (start, end, new), (*self.expected, expected)])
+
+    def tables(self, rows: dict[str, object], seed: int, typed: bool) -> tuple[str, str, str]:
+        return tables(self, rows, seed, typed)
+
+    def run_time(self, typed: bool) -> str | None:
+        """The run-time function the changed input calls, or None (a changed literal)."""
+        return run_time(self, typed) if self.change[2].startswith(f"{self.helper}_q(") else None
+
+    def row_title(self) -> str:
+        """The expression of a row's title (a built title's own expression)."""
+        t0, t1 = self.title
+        return f"String({self.statement.encode()[t0:t1].decode()})"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Capture:
     file: str  # where the copies write, relative to the tree
     ids: list[str]  # the copies' test ids: the reference run takes just these
-    by_key: dict[str, tuple[HeldOut, list[str]]]  # key -> (entry, its two copies' ids)
+    by_key: dict[str, tuple[HeldOut, list[str]]]  # key -> (entry, its copies' suffixes)
 
     def values(self, tree: Path, outcomes: dict[str, str]) -> list[tuple[HeldOut, object]]:
         return values(tree, self, outcomes)
@@ -66,7 +99,7 @@ class Capture:
 def capture(tree: Path, fail_to_pass: list[str], runner: str, mounted_at: Path, *,
             token=secrets.token_hex) -> Capture | None:
     """Plant the capturing copies in the reference `tree` (mounted at `mounted_at` in the sandbox);
-    None when no F2P test has an assertion with a literal input the grader can change."""
+    None when no F2P test has an assertion whose input the grader can change."""
     by_file: dict[str, list[str]] = {}
     for node in fail_to_pass:
         rel, _, title = node.partition("::")
@@ -84,48 +117,47 @@ def capture(tree: Path, fail_to_pass: list[str], runner: str, mounted_at: Path, 
         if canaries.runner_code(runner, esm, v, 0, 1) is None:
             continue  # no canary of any kind in a file the grader cannot write tests for
         data = source.encode()
-        calls = list(canaries.titled_calls(syntax.parse(data, rel).root_node, data, ()))
-        inserts = []
-        for node in nodes:
-            parts = node.split("::")[1:]
-            found = [c for c in calls if c[1] == tuple(parts)]
-            if len(found) != 1:
-                continue
-            stmt, _, title_node, body = found[0]
-            choices = [(a, lit) for a in canaries.top_assertions(body, data) for lit in _literals(a[1], data)]
+        typed = rel.endswith(_TYPED)
+        inserts, helpers = [], set()
+        for stmt, title_node, body, built, made in canaries.sites(data, rel, nodes):
+            h = f"_{token(4)}"
+            choices = [(a, c) for a in canaries.top_assertions(body, data) for c in _inputs(a[1], data)]
             if not choices:
                 continue
-            (call, actual, expected, deep), lit = pick.choice(choices)
-            new = canaries.perturbed_literal(lit, data, int(token(4), 16))
+            (call, actual, expected, deep), (node, wrap) = pick.choice(choices)
+            seed = int(token(4), 16)
+            new = f"{h}_q({data[node.start_byte:node.end_byte].decode()})" if wrap else canaries.perturbed_literal(node, data, seed)
             if new is None:
                 continue
             s = stmt.start_byte
-            entry = HeldOut(key=token(6), node=node, statement=data[s:stmt.end_byte].decode(),
+            entry = HeldOut(key=token(6), nodes=tuple(made), statement=data[s:stmt.end_byte].decode(),
                             title=(title_node.start_byte - s, title_node.end_byte - s),
-                            literal=(lit.start_byte - s, lit.end_byte - s, new),
+                            change=(node.start_byte - s, node.end_byte - s, new),
                             assertion=(call.start_byte - s, call.end_byte - s),
                             actual=(actual.start_byte - s, actual.end_byte - s),
-                            expected=(expected.start_byte - s, expected.end_byte - s), deep=deep)
-            copies = []
-            for _ in range(2):
-                title = f"{parts[-1]} {token(4)}"
-                inserts.append((stmt.end_byte, _capturing(entry, title, v)))
-                copies.append("::".join([rel, *parts[:-1], title]))
-            out.by_key[entry.key] = (entry, copies)
-            out.ids.extend(copies)
+                            expected=(expected.start_byte - s, expected.end_byte - s), deep=deep, built=built,
+                            helper=h, seed=seed)
+            suffixes = [token(4), token(4)]
+            for suffix in suffixes:
+                inserts.append((stmt.end_byte, _capturing(entry, suffix, v)))
+                out.ids.extend(f"{n} {suffix}" for n in made)
+            out.by_key[entry.key] = (entry, suffixes)
+            if wrap:
+                helpers.add(entry.run_time(typed))
         if not inserts:
             continue
         for at, text in sorted(inserts, key=lambda x: x[0], reverse=True):
             data = data[:at] + b"\n" + text.encode() + data[at:]
-        helpers = _helpers(v, esm, rel.endswith(_TYPED), str(mounted_at / out.file))
-        path.write_text(data.decode().rstrip("\n") + "\n\n" + helpers + "\n", encoding="utf-8")
+        tail = "\n".join([*sorted(helpers), _helpers(v, esm, typed, str(mounted_at / out.file))])
+        path.write_text(data.decode().rstrip("\n") + "\n\n" + tail + "\n", encoding="utf-8")
     return out if out.ids else None
 
 
 def values(tree: Path, capture: Capture, outcomes: dict[str, str]) -> list[tuple[HeldOut, object]]:
     """(entry, the reference's value) for each entry both of whose copies passed and wrote one
-    same value JSON carries exactly."""
-    seen: dict[str, list] = {}
+    same value JSON carries exactly, with the input changed; for a built title, (entry,
+    {row title: value}) over the F2P rows that did so."""
+    seen: dict[tuple[str, str], list] = {}
     path = tree / capture.file
     lines = path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
     for line in lines:
@@ -133,19 +165,58 @@ def values(tree: Path, capture: Capture, outcomes: dict[str, str]) -> list[tuple
             record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(record, dict) and record.get("ok") is True and isinstance(record.get("k"), str):
-            seen.setdefault(record["k"], []).append(record.get("v"))
+        if (isinstance(record, dict) and record.get("ok") is True and record.get("z") == 1
+                and isinstance(record.get("k"), str) and isinstance(record.get("t"), str)):
+            seen.setdefault((record["k"], record["t"]), []).append(record.get("v"))
     out = []
-    for key, (entry, copies) in capture.by_key.items():
-        got = seen.get(key, [])
-        if len(got) == 2 and got[0] == got[1] and all(outcomes.get(c) == "passed" for c in copies):
-            if entry.deep or not isinstance(got[0], (list, dict)):
-                out.append((entry, got[0]))
+    for key, (entry, suffixes) in capture.by_key.items():
+        rows = {}
+        for node in entry.nodes:
+            title = node.split("::")[-1] if entry.built else ""
+            got = seen.get((key, title), [])
+            if (len(got) == 2 and got[0] == got[1] and all(outcomes.get(f"{node} {s}") == "passed" for s in suffixes)
+                    and (entry.deep or not isinstance(got[0], (list, dict)))):
+                rows[title] = got[0]
+        if entry.built and rows:
+            out.append((entry, rows))
+        elif not entry.built and "" in rows:
+            out.append((entry, rows[""]))
     return out
 
 
-def _literals(actual, data: bytes) -> list:
-    """The string and integer literals inside an actual-value argument that name no module."""
+def tables(entry: HeldOut, rows: dict[str, object], seed: int, typed: bool) -> tuple[str, str, str]:
+    """For a built title's entry and its rows' values: the expected-value expressions of the two
+    copies (the row's value, and that value changed), and the functions they call, which look a
+    row's title up (a row without a value gets a new `Symbol()`: its copy fails, and is no canary)."""
+    h, any_ = entry.helper, ": any" if typed else ""
+    wrong = {t: w for t, v in rows.items() if (w := changed(v, seed)) is not None}
+    text = "\n".join(
+        f"function {h}_{name}(t{any_}){any_} {{ const m{any_} = {json.dumps(table)}; "
+        f"return Object.prototype.hasOwnProperty.call(m, t) ? m[t] : Symbol(); }}"
+        for name, table in (("r", rows), ("w", wrong)))
+    return f"{h}_r({entry.row_title()})", f"{h}_w({entry.row_title()})", text
+
+
+def run_time(entry: HeldOut, typed: bool) -> str:
+    """`<helper>_q`, which changes a string or an integer a little (and says so in `<helper>_z`)
+    and leaves any other value alone: the same function, seed included, in both trees."""
+    h, seed, any_ = entry.helper, entry.seed, ": any" if typed else ""
+    return (f"var {h}_z{any_} = 0;\n"
+            f"function {h}_q(x{any_}){any_} {{\n"
+            f"  if (typeof x === 'string') {{\n    {h}_z = 1;\n    if (!x.length) return 'q';\n"
+            f"    const i = {seed} % x.length, c = x[i];\n"
+            f"    const pool = /[0-9]/.test(c) ? '0123456789' : /[a-z]/.test(c) ? 'abcdefghijklmnopqrstuvwxyz' : "
+            f"/[A-Z]/.test(c) ? 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' : ' .,;:-_!?';\n"
+            f"    const p = pool.replace(c, '') || 'x';\n"
+            f"    return x.slice(0, i) + p[Math.floor({seed} / 7) % p.length] + x.slice(i + 1);\n  }}\n"
+            f"  if (typeof x === 'number' && Number.isInteger(x)) {{ {h}_z = 1; return x + 1 + {seed % 97}; }}\n"
+            f"  return x;\n}}")
+
+
+def _inputs(actual, data: bytes) -> list[tuple]:
+    """(node, wrap) for each input of an actual-value argument the grader can change: its string
+    and integer literals (wrap False), and the arguments of the calls in it that are names or
+    member accesses (wrap True); nothing under a call that loads a module."""
     out = []
     stack = [actual]
     while stack:
@@ -154,26 +225,34 @@ def _literals(actual, data: bytes) -> list:
             callee = node.child_by_field_name("function")
             if callee is not None and data[callee.start_byte:callee.end_byte] in (b"require", b"import"):
                 continue
+            args = node.child_by_field_name("arguments")
+            out += [(a, True) for a in (args.named_children if args is not None else [])
+                    if a.type in ("identifier", "member_expression", "subscript_expression")]
         if node.type in ("number", "string", "template_string"):
             if canaries.perturbed_literal(node, data, 0) is not None:
-                out.append(node)
+                out.append((node, False))
             continue
         stack.extend(node.named_children)
-    return sorted(out, key=lambda n: n.start_byte)
+    return sorted(out, key=lambda n: n[0].start_byte)
 
 
-def _capturing(entry: HeldOut, title: str, v: str) -> str:
-    """The test call with the assertion replaced by the capture of its changed actual value."""
-    start, end, new = entry.literal
+def _capturing(entry: HeldOut, suffix: str, v: str) -> str:
+    """The test call with the assertion replaced by the capture of its changed actual value (and,
+    for a built title, the row's title; for a wrapped input, whether it changed)."""
+    start, end, new = entry.change
     a0, a1 = entry.actual
     actual = _edit(entry.statement[a0:a1], [(start - a0, end - a0, new)])
-    call = f"{v}_c({json.dumps(entry.key)}, {actual})"
-    return _edit(entry.statement, [(*entry.title, json.dumps(title)), (*entry.assertion, call)])
+    title = entry.row_title() if entry.built else '""'
+    if new.startswith(f"{entry.helper}_q("):
+        call = f"{v}_c({json.dumps(entry.key)}, {title}, ({entry.helper}_z = 0, {actual}), {entry.helper}_z)"
+    else:
+        call = f"{v}_c({json.dumps(entry.key)}, {title}, {actual}, 1)"
+    return _edit(entry.statement, [(*entry.title, entry.title_text(suffix)), (*entry.assertion, call)])
 
 
 def _helpers(v: str, esm: bool, typed: bool, path: str) -> str:
     """Function declarations (hoisted, so tests that run while the file loads find them) that
-    append {k, ok, v} to `path`: ok says JSON carries the value exactly."""
+    append {k, t, ok, v, z} to `path`: ok says JSON carries the value exactly."""
     any_ = ": any" if typed else ""
     fs = f"{v}_fs" if esm else "require('node:fs')"
     head = f"import * as {v}_fs from 'node:fs';\n" if esm else ""
@@ -182,8 +261,8 @@ def _helpers(v: str, esm: bool, typed: bool, path: str) -> str:
             f"typeof x === 'boolean' || (typeof x === 'number' && Number.isFinite(x) && !Object.is(x, -0)) || "
             f"(Array.isArray(x) && Array.from(x).every({v}_p)) || (typeof x === 'object' && !Array.isArray(x) && "
             f"Object.getPrototypeOf(x) === Object.prototype && Object.values(x).every({v}_p)); }}\n"
-            f"function {v}_c(k{any_}, x{any_}) {{ {fs}.appendFileSync({json.dumps(path)}, "
-            f"JSON.stringify({{ k, ok: {v}_p(x), v: {v}_p(x) ? x : null }}) + '\\n'); }}")
+            f"function {v}_c(k{any_}, t{any_}, x{any_}, z{any_}) {{ {fs}.appendFileSync({json.dumps(path)}, "
+            f"JSON.stringify({{ k, t, ok: {v}_p(x), v: {v}_p(x) ? x : null, z }}) + '\\n'); }}")
 
 
 def _edit(text: str, edits: list[tuple[int, int, str]]) -> str:
