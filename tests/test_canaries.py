@@ -160,3 +160,27 @@ def test_held_out_variants_change_a_parameter_at_run_time(tmp_path):
     assert sorted(c.original for c in held) == f2p, planted
     assert all(c.node_id in passed for c in held), done.stdout[-3000:]
     assert all(c.node_id not in passed for c in planted if c.kind == "perturbed"), done.stdout[-3000:]
+
+
+def test_decoys_do_not_give_the_answer_away():
+    """featdel.code.literals.decoys: among an answer and its decoys, nothing marks the answer. A
+    number is not the centre of its decoys (its rank among them is uniform over many draws: decoys
+    at answer +- k would leave it in the middle), a string's decoys change the position the
+    answer would have been changed at, and a value with no like partner gets none."""
+    import random
+    from collections import Counter
+
+    from featdel.code.literals import DECOYS, decoys
+
+    rng = random.Random(7)
+    ranks = Counter()
+    for _ in range(4000):
+        values = [50, *decoys(50, DECOYS, rng)]
+        assert len(set(values)) == DECOYS + 1
+        ranks[sorted(values).index(50)] += 1
+    assert all(abs(n / 4000 - 1 / (DECOYS + 1)) < 0.03 for n in (ranks[r] for r in range(DECOYS + 1))), ranks
+    words = ["hello", *decoys("hello", DECOYS, rng)]
+    [at] = {i for w in words[1:] for i in range(5) if w[i] != "hello"[i]}
+    assert all(w[:at] + w[at + 1:] == "hello"[:at] + "hello"[at + 1:] for w in words)
+    assert decoys(True, DECOYS, rng) == [False] and decoys(None, DECOYS, rng) == decoys("", DECOYS, rng) == []
+    assert all(type(d) is float for d in decoys(0.5, DECOYS, rng))

@@ -1,6 +1,6 @@
 """A literal changed a little: the expected value of a perturbed canary (featdel.grading.canaries
-for Python, featdel.lang.javascript.canaries for JavaScript), and a value of any literal type
-changed a little (`changed`: what a held-out variant's perturbed copy expects).
+for Python, featdel.lang.javascript.canaries for JavaScript); and the decoys of a held-out
+variant's answer (`decoys`), which must not give away which of them is the answer.
 
 In: a str or int and a seed drawn per run. Out: a value of the same type that differs from it
 in one place and carries no mark of which: one character of a string replaced by another of its
@@ -26,26 +26,40 @@ def perturbed(value: str | int, seed: int) -> str | int:
     return value[:at] + pool[(seed // 7) % len(pool)] + value[at + 1:]
 
 
-def changed(value: object, seed: int) -> object | None:
-    """A str, int, float, bool, None, or a list, tuple or dict of them, changed in one place
-    (its first element, its first key's value), or None where no change is sure to compare
-    unequal (a float too large to move, an empty set)."""
+# Decoys planted beside each held-out copy: code that cannot compute the answer and guesses among
+# the copies (or the tables a built title's copies look up) is right 1 time in DECOYS + 1.
+DECOYS = 7
+
+
+def decoys(value: object, n: int, rng) -> list:
+    """Up to `n` values unlike `value` from which `value` cannot be told apart as the original:
+    the wrong expected values of a held-out variant's decoys (featdel.grading.held_out,
+    featdel.lang.javascript.held_out), where code that reads the planted tests sees them all and
+    must not learn which is right without computing it. So each is changed the way the original
+    could have been from it: an int or float moved by a whole number, all of them and the value
+    in one window of 98 placed at random (so the value is not their centre), a bool negated, a str
+    with one character replaced by another of its class (the same position for all, so no one of
+    them is the centre of the others), a list, tuple or dict with its first element (value) so
+    changed. None, empty values and anything else have no such partner: []. `rng`: a
+    `random.Random`-like source drawn apart from every other canary's."""
     if isinstance(value, bool):
-        return not value
-    if isinstance(value, (str, int)):
-        return perturbed(value, seed)
-    if isinstance(value, float):
-        moved = value + 1 + seed % 97
-        return moved if moved != value else None
-    if value is None:
-        return 0
-    if isinstance(value, (list, tuple)):
-        head = changed(value[0], seed) if value else 0
-        return None if head is None else type(value)([head, *value[1:]])
-    if isinstance(value, dict):
+        return [not value][:n]
+    if isinstance(value, (int, float)):
+        # others drawn in a window of 98 placed at random around the value: every member of the
+        # set is then as likely to be the value (a decoy at value +- k would leave it the centre)
+        low = -rng.randrange(98)
+        return [moved for k in rng.sample([k for k in range(low, low + 98) if k], n) if (moved := value + k) != value]
+    if isinstance(value, str):
         if not value:
-            return {"k": 0}
+            return []
+        at = rng.randrange(len(value))
+        old = value[at]
+        pool = ("0123456789" if old.isdigit() else "abcdefghijklmnopqrstuvwxyz" if old.islower()
+                else "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if old.isupper() else " .,;:-_!?").replace(old, "")
+        return [value[:at] + c + value[at + 1:] for c in rng.sample(pool, min(n, len(pool)))]
+    if isinstance(value, (list, tuple)) and value:
+        return [type(value)([head, *value[1:]]) for head in decoys(value[0], n, rng)]
+    if isinstance(value, dict) and value:
         first = next(iter(value))
-        head = changed(value[first], seed)
-        return None if head is None else {**value, first: head}
-    return None
+        return [{**value, first: head} for head in decoys(value[first], n, rng)]
+    return []

@@ -26,7 +26,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.code.literals import changed, perturbed
+from featdel.code.literals import DECOYS, decoys, perturbed
 from featdel.grading.placing import copy_name, locate, node_id, placed
 
 
@@ -72,8 +72,8 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
     """Append the canaries to the files of `fail_to_pass` under `tree`; return them. Tests the
     grader cannot place (doctests, ids it cannot find in the file) get no twin or variant. With
     `held` (featdel.grading.held_out's values, from the grader's run of the reference), also a
-    `held_out` copy per entry, with one input changed and the reference's answer expected, and a
-    `perturbed` copy of it expecting that answer changed a little, in a random order.
+    `held_out` copy per entry, with one input changed and the reference's answer expected, and up
+    to three `perturbed` copies of it expecting decoys of that answer, in a random order.
     Another language plants its own through its `Language.plant_canaries` (JavaScript's:
     featdel.lang.javascript.canaries, the same kinds, and `held_out` ones made from `held`, which
     the grader's run of the reference found: featdel.lang.javascript.held_out)."""
@@ -110,27 +110,28 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
                 text, vname = variant
                 lines += placed(text, vname, owner, token)
                 out.append(Canary(node_id=node_id(rel, owner, vname, params), kind=kind, original=node))
-            seed = int(token(4), 16)
             for entry, rows in held:
                 if entry.nodes[0] != node or entry.source != ast.unparse(fn):
                     continue  # once per test function (its copies keep its parameters)
                 if list(rows) == [""]:
-                    if (other := changed(rows[""], seed)) is None:
-                        continue
-                    right, wrong = (ast.parse(repr(x), mode="eval").body for x in (rows[""], other))
+                    right, *wrong = (ast.parse(repr(x), mode="eval").body
+                                     for x in [rows[""], *decoys(rows[""], DECOYS, secrets.SystemRandom())])
+                    kept = [""]
                 else:
-                    right, wrong, text = entry.tables(rows, seed)
+                    right, wrong, kept, text = entry.tables(rows)
                     lines.append(text)
+                if not wrong or not kept:
+                    continue
                 if (needed := entry.run_time()) is not None:
                     lines.append(needed)
-                pair = [("held_out", right), ("perturbed", wrong)]
-                secrets.SystemRandom().shuffle(pair)  # their order says nothing of which is right
-                for kind, expected in pair:
+                copies = [("held_out", right)] + [("perturbed", w) for w in wrong]
+                secrets.SystemRandom().shuffle(copies)  # their order says nothing of which is right
+                for kind, expected in copies:
                     new = entry.variant(expected)
                     new.name = vname = copy_name(fn.name, token(4))
                     lines += placed(ast.unparse(new), vname, owner, token)
                     out += [Canary(node_id=node_id(rel, owner, vname, n[len(n.partition("[")[0]):]), kind=kind, original=n)
-                            for n in entry.nodes if n[len(n.partition("[")[0]):] in rows]
+                            for n in entry.nodes if n[len(n.partition("[")[0]):] in kept]
             if first:
                 first = False
                 a, b = secrets.randbelow(10**6), 10**6 + secrets.randbelow(10**6)

@@ -12,8 +12,10 @@ then not used). Two steps, both in the grader (featdel.grading.grade):
    `repr((key, params, ok, X, changed))` to a file in the tree; `values(...)` keeps a value both
    copies passed with and wrote alike.
 2. featdel.grading.canaries.plant(graded, ..., held=values): `held_out`, the test with the new
-   input expecting that value (it must pass in a run that resolves), and a `perturbed` copy
-   expecting it changed a little (featdel.code.literals.changed: it must not pass).
+   input expecting that value (it must pass in a run that resolves), and up to three `perturbed`
+   copies expecting decoys of it (featdel.code.literals.decoys: each must not pass), in a random
+   order. Code that reads the planted file sees every candidate answer and nothing that says
+   which is right: a decoy is changed from the answer the way the answer could have been from it.
 A parametrized test's copies keep its parameters, so each parameter set has its own value: they
 are recorded under the parameter part of the running test's id (`PYTEST_CURRENT_TEST`), and the
 planted copies look theirs up by it. Only values whose repr reads back as the same literal are
@@ -27,7 +29,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.code.literals import changed, perturbed
+from featdel.code.literals import DECOYS, decoys, perturbed
 from featdel.grading.placing import copy_name, locate, node_id, placed
 
 
@@ -83,19 +85,23 @@ class HeldOut:
                 f"    if type(x) is int:\n        {h}_z[0] = 1\n        return x + {1 + seed % 97}\n"
                 f"    return x")
 
-    def tables(self, rows: dict[str, object], seed: int) -> tuple[ast.expr, ast.expr, str]:
-        """For a parametrized test: the expected-value expressions of the two copies (the row's
-        value, and that value changed), and the functions they call, which look the running
-        test's parameters up (a row without a value gets a new `object()`: its copy fails)."""
-        h = self.helper
-        wrong = {p: w for p, v in rows.items() if (w := changed(v, seed)) is not None}
-        text = "\n\n\n".join(
-            f"def {h}_{name}():\n    import os\n    m = {table!r}\n"
-            f"    here = os.environ.get('PYTEST_CURRENT_TEST', '').rsplit(' (', 1)[0].rsplit('::', 1)[-1]\n"
-            f"    return m.get(here[here.index('['):] if '[' in here else '', object())"
-            for name, table in (("r", rows), ("w", wrong)))
-        call = lambda name: ast.Call(func=ast.Name(id=f"{h}_{name}", ctx=ast.Load()), args=[], keywords=[])  # noqa: E731
-        return call("r"), call("w"), text
+    def tables(self, rows: dict[str, object]) -> tuple[ast.expr, list[ast.expr], list[str], str]:
+        """For a parametrized test: the expected-value expression of the held-out copy (the
+        running test's answer), those of its decoys (featdel.code.literals.decoys), the parameter
+        sets they hold, and the functions they call: each a table of one value per parameter set
+        under a random name, in a random order, so which holds the answers is nowhere in the file.
+        A parameter set without decoys is left out (it gets a new `object()`: its copies fail)."""
+        rng = secrets.SystemRandom()
+        others = {p: d for p, v in rows.items() if (d := decoys(v, DECOYS, rng))}
+        n = min((len(d) for d in others.values()), default=0)
+        columns = [{p: rows[p] for p in others}] + [{p: d[i] for p, d in others.items()} for i in range(n)]
+        names = [f"_{secrets.token_hex(4)}" for _ in columns]
+        defs = [f"def {name}():\n    import os\n    m = {table!r}\n"
+                f"    here = os.environ.get('PYTEST_CURRENT_TEST', '').rsplit(' (', 1)[0].rsplit('::', 1)[-1]\n"
+                f"    return m.get(here[here.index('['):] if '[' in here else '', object())" for name, table in zip(names, columns)]
+        rng.shuffle(defs)
+        calls = [ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=[], keywords=[]) for name in names]
+        return calls[0], calls[1:], sorted(others), "\n\n\n".join(defs)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -26,8 +26,8 @@ Python's:
   a test with none gets a twin only.
   - with `held` (featdel.lang.javascript.held_out, which the grader fills from a run of the
     reference): `held_out`, the test with one input changed and the reference's answer for it
-    expected, which must pass in a run that resolves, and a `perturbed` copy of it expecting
-    that answer changed a little.
+    expected, which must pass in a run that resolves, and up to three `perturbed` copies of it
+    expecting decoys of that answer (featdel.code.literals.decoys), in a random order.
 Titles are the original's with a random suffix drawn per run (the variants' ids are the
 original's with the last part changed). A file the runner loads in a way the must-fail canaries
 cannot be written for (vitest or tape through CommonJS, which they do not offer) gets none.
@@ -40,7 +40,7 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from featdel.code.literals import changed, perturbed
+from featdel.code.literals import DECOYS, decoys, perturbed
 from featdel.lang.javascript import syntax
 
 if TYPE_CHECKING:
@@ -135,12 +135,15 @@ def _variants(source: str, rel: str, nodes: list[str], token,
             if entry.statement != statement or entry.built != built:
                 continue
             if built:
-                right, wrong, text = entry.tables(value, seed, typed)
+                right, wrong, titles, text = entry.tables(value, typed)
                 helpers.append(text)
-                rows = [n for n in made if n.split("::")[-1] in value]
-                kinds += [("held_out", (entry, right, rows)), ("perturbed", (entry, wrong, rows))]
-            elif (other := changed(value, seed)) is not None:
-                kinds += [("held_out", (entry, json.dumps(value), made)), ("perturbed", (entry, json.dumps(other), made))]
+                rows = [n for n in made if n.split("::")[-1] in titles]
+            else:
+                right, wrong = json.dumps(value), [json.dumps(d) for d in decoys(value, DECOYS, secrets.SystemRandom())]
+                rows = made
+            if not wrong or not rows:
+                continue
+            kinds += [("held_out", (entry, right, rows))] + [("perturbed", (entry, w, rows)) for w in wrong]
             if (needed := entry.run_time(typed)) is not None:
                 helpers.append(needed)
         secrets.SystemRandom().shuffle(kinds)  # their order in the file says nothing of which is which

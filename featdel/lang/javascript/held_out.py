@@ -35,7 +35,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.code.literals import changed
+from featdel.code.literals import DECOYS, decoys
 from featdel.lang.javascript import canaries, syntax
 
 _TYPED = (".ts", ".tsx", ".mts", ".cts")
@@ -73,8 +73,8 @@ class HeldOut:
         start, end, new = self.change
         return _edit(self.statement, [(*self.title, self.title_text(suffix)), (start, end, new), (*self.expected, expected)])
 
-    def tables(self, rows: dict[str, object], seed: int, typed: bool) -> tuple[str, str, str]:
-        return tables(self, rows, seed, typed)
+    def tables(self, rows: dict[str, object], typed: bool) -> tuple[str, list[str], list[str], str]:
+        return tables(self, rows, typed)
 
     def run_time(self, typed: bool) -> str | None:
         """The run-time function the changed input calls, or None (a changed literal)."""
@@ -184,17 +184,24 @@ def values(tree: Path, capture: Capture, outcomes: dict[str, str]) -> list[tuple
     return out
 
 
-def tables(entry: HeldOut, rows: dict[str, object], seed: int, typed: bool) -> tuple[str, str, str]:
-    """For a built title's entry and its rows' values: the expected-value expressions of the two
-    copies (the row's value, and that value changed), and the functions they call, which look a
-    row's title up (a row without a value gets a new `Symbol()`: its copy fails, and is no canary)."""
-    h, any_ = entry.helper, ": any" if typed else ""
-    wrong = {t: w for t, v in rows.items() if (w := changed(v, seed)) is not None}
-    text = "\n".join(
-        f"function {h}_{name}(t{any_}){any_} {{ const m{any_} = {json.dumps(table)}; "
-        f"return Object.prototype.hasOwnProperty.call(m, t) ? m[t] : Symbol(); }}"
-        for name, table in (("r", rows), ("w", wrong)))
-    return f"{h}_r({entry.row_title()})", f"{h}_w({entry.row_title()})", text
+def tables(entry: HeldOut, rows: dict[str, object], typed: bool) -> tuple[str, list[str], list[str], str]:
+    """For a built title's entry and its rows' values: the expected-value expression of the
+    held-out copy (the row's value), those of its decoys (featdel.code.literals.decoys), the row
+    titles they hold, and the functions they call, each a table of one value per row under a
+    random name, in a random order: which table holds the answers is nowhere in the file. A row
+    without decoys is left out (its value gets a new `Symbol()`: its copies fail, and are no
+    canaries)."""
+    rng = secrets.SystemRandom()
+    others = {t: d for t, v in rows.items() if (d := decoys(v, DECOYS, rng))}
+    n = min((len(d) for d in others.values()), default=0)
+    columns = [{t: rows[t] for t in others}] + [{t: d[i] for t, d in others.items()} for i in range(n)]
+    names = [f"_{secrets.token_hex(4)}" for _ in columns]
+    any_ = ": any" if typed else ""
+    defs = [f"function {name}(t{any_}){any_} {{ const m{any_} = {json.dumps(table)}; "
+            f"return Object.prototype.hasOwnProperty.call(m, t) ? m[t] : Symbol(); }}" for name, table in zip(names, columns)]
+    rng.shuffle(defs)
+    calls = [f"{name}({entry.row_title()})" for name in names]
+    return calls[0], calls[1:], sorted(others), "\n".join(defs)
 
 
 def run_time(entry: HeldOut, typed: bool) -> str:
