@@ -5,17 +5,18 @@ that compares them with the tests they copy: a twin is the same code, and a fres
 variant differs only where its expected value is, so it must fail. A held-out variant changes an
 *input* instead: one string or integer literal inside the actual-value argument of one equality
 assertion (`expect(f("abc")).toBe("ABC")` -> `expect(f("abd")).toBe(...)`), and expects what the
-reference (the start state with the task's gold patch) returns for it. Two copies are planted:
-`held_out`, with the reference's value, must pass in a run that resolves; `perturbed`, with that
-value changed a little, must not pass. Only code that computes the feature knows which is which,
-and a table of the visible tests' answers fails the first.
+reference (the start state with the task's gold patch) returns for it. Copies are planted in a
+random order: `held_out`, with the reference's value, must pass in a run that resolves; seven
+`perturbed` decoys (featdel.code.literals.decoys), each with a wrong value, must not pass. Only
+code that computes the feature knows which is which (a guess is right 1 time in 8), and a table
+of the visible tests' answers fails the first.
 
 Two steps, both in the grader (featdel.grading.grade), each on its own tree:
 1. `capture(reference, ...)`: in the reference tree, two copies of each chosen test in which the
    assertion is replaced by a call that appends the actual value, as JSON, to a file in the tree;
    the grader runs just those copies, and `values(...)` keeps a value when both copies passed and
    wrote the same one.
-2. `canaries.plant(graded, ..., held=values)` places the two variants right after their test.
+2. `canaries.plant(graded, ..., held=values)` places the copies right after their test.
 Only values JSON carries exactly are kept (null, booleans, strings, finite numbers, and arrays
 and plain objects of them), and an array or object only where the assertion compares deeply.
 
