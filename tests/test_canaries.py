@@ -118,8 +118,9 @@ def test_held_out_variants_expect_the_references_answer_and_fail_a_table(tmp_pat
         held = [c for c in canaries if c.kind == "held_out"]
         assert sorted(c.original for c in held) == [F2P[2], F2P[0]]
         assert all(outcomes[t] == "passed" for t in F2P), outcomes
-        for c in held:
-            assert (outcomes[c.node_id] == "passed") is honest, (c, outcomes)
+        # honest: every one passes; the table: not every one (the grade is unresolved). Not none:
+        # an input changed at random can land on another visible test's (shout('') -> shout('a'))
+        assert all(outcomes[c.node_id] == "passed" for c in held) is honest, outcomes
         assert all(outcomes[c.node_id] == "failed" for c in canaries if c.kind == "perturbed"), outcomes
 
 

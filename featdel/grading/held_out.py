@@ -205,13 +205,15 @@ def values(tree: Path, capture: Capture, outcomes: dict[str, str]) -> list[tuple
 def assertion(stmt: ast.stmt):
     """(actual side, a function that sets the expected side) of a top-level `assert X == Y` or
     `self.assertEqual(X, Y)`, or None. The expected side is the literal one where there is one,
-    else the right (as featdel.grading.canaries' variants read it)."""
+    else the one without a call where the other has one (`assert plural == pluralize(word)`),
+    else the right."""
     if (isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
             and isinstance(stmt.test.ops[0], ast.Eq)):
         test = stmt.test
-        if _literal(test.left) and not _literal(test.comparators[0]):
-            return test.comparators[0], lambda e: setattr(test, "left", e)
-        return test.left, lambda e: test.comparators.__setitem__(0, e)
+        left, right = test.left, test.comparators[0]
+        if (_literal(left) and not _literal(right)) or (_calls(right) and not _calls(left)):
+            return right, lambda e: setattr(test, "left", e)
+        return left, lambda e: test.comparators.__setitem__(0, e)
     if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
             and stmt.value.func.attr in ("assertEqual", "assertEquals") and len(stmt.value.args) >= 2):
         args = stmt.value.args
@@ -236,6 +238,10 @@ def inputs(actual: ast.expr) -> list[tuple]:
                     found.append((child, parent, field, index))
     return sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset, f[0].end_lineno, f[0].end_col_offset,
                                         type(f[0]).__name__))
+
+
+def _calls(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) for n in ast.walk(node))
 
 
 def _literal(node: ast.AST) -> bool:
