@@ -29,6 +29,12 @@ def perturbed(value: str | int, seed: int) -> str | int:
 # Decoys planted beside each held-out copy: code that cannot compute the answer and guesses among
 # the copies (or the tables a built title's copies look up) is right 1 time in DECOYS + 1.
 DECOYS = 7
+# Held-out entries per grading: each plants its copy and decoys (times a parametrized test's
+# parameter sets) into the graded run, so they are drawn at random among those the reference run
+# recorded (at most CAPTURED, two copies each), not one per F2P test: a guess passes them all 1
+# time in (DECOYS + 1) ** HELD_OUT.
+HELD_OUT = 4
+CAPTURED = 12
 
 
 def decoys(value: object, n: int, rng) -> list:

@@ -29,7 +29,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.code.literals import DECOYS, decoys, perturbed
+from featdel.code.literals import CAPTURED, DECOYS, HELD_OUT, decoys, perturbed
 from featdel.grading.placing import copy_name, locate, node_id, placed
 
 
@@ -123,7 +123,11 @@ def capture(tree: Path, fail_to_pass: list[str], mounted_at: Path, *, token=secr
             by_file.setdefault(node.split("::", 1)[0], {}).setdefault(node.partition("[")[0], []).append(node)
     out = Capture(file=f".{token(8)}.repr", ids=[], by_key={})
     pick = secrets.SystemRandom()
-    for rel, functions in sorted(by_file.items()):
+    files = sorted(by_file.items())
+    pick.shuffle(files)  # which tests get entries, when there are more than CAPTURED, is drawn
+    for rel, functions in files:
+        if len(out.by_key) >= CAPTURED:
+            break
         path = tree / rel
         if not rel.endswith(".py") or not path.is_file() or path.is_symlink():
             continue
@@ -134,7 +138,11 @@ def capture(tree: Path, fail_to_pass: list[str], mounted_at: Path, *, token=secr
             continue
         v = f"_c{token(4)}"
         lines: list[str] = []
-        for function, nodes in functions.items():
+        order = list(functions.items())
+        pick.shuffle(order)
+        for function, nodes in order:
+            if len(out.by_key) >= CAPTURED:
+                break
             found = locate(module, function)
             if found is None:
                 continue
@@ -199,7 +207,7 @@ def values(tree: Path, capture: Capture, outcomes: dict[str, str]) -> list[tuple
                 rows[params] = got[0]
         if rows:
             out.append((entry, rows))
-    return out
+    return secrets.SystemRandom().sample(out, min(HELD_OUT, len(out)))
 
 
 def assertion(stmt: ast.stmt):

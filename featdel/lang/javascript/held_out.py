@@ -36,7 +36,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.code.literals import DECOYS, decoys
+from featdel.code.literals import CAPTURED, DECOYS, HELD_OUT, decoys
 from featdel.lang.javascript import canaries, syntax
 
 _TYPED = (".ts", ".tsx", ".mts", ".cts")
@@ -108,7 +108,11 @@ def capture(tree: Path, fail_to_pass: list[str], runner: str, mounted_at: Path, 
             by_file.setdefault(rel, []).append(node)
     out = Capture(file=f".{token(8)}.jsonl", ids=[], by_key={})
     pick = secrets.SystemRandom()
-    for rel, nodes in sorted(by_file.items()):
+    files = sorted(by_file.items())
+    pick.shuffle(files)  # which tests get entries, when there are more than CAPTURED, is drawn
+    for rel, nodes in files:
+        if len(out.by_key) >= CAPTURED:
+            break
         path = tree / rel
         if not path.is_file() or path.is_symlink() or not syntax.is_source(rel):
             continue
@@ -120,7 +124,11 @@ def capture(tree: Path, fail_to_pass: list[str], runner: str, mounted_at: Path, 
         data = source.encode()
         typed = rel.endswith(_TYPED)
         inserts, helpers = [], set()
-        for stmt, title_node, body, built, made in canaries.sites(data, rel, nodes):
+        found = canaries.sites(data, rel, nodes)
+        pick.shuffle(found)
+        for stmt, title_node, body, built, made in found:
+            if len(out.by_key) >= CAPTURED:
+                break
             h = f"_{token(4)}"
             choices = [(a, c) for a in canaries.top_assertions(body, data) for c in _inputs(a[1], data)]
             if not choices:
@@ -182,7 +190,7 @@ def values(tree: Path, capture: Capture, outcomes: dict[str, str]) -> list[tuple
             out.append((entry, rows))
         elif not entry.built and "" in rows:
             out.append((entry, rows[""]))
-    return out
+    return secrets.SystemRandom().sample(out, min(HELD_OUT, len(out)))
 
 
 def tables(entry: HeldOut, rows: dict[str, object], typed: bool) -> tuple[str, list[str], list[str], str]:
