@@ -74,10 +74,17 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
     """An audit hook (it cannot be removed) that reports WATCHED events raised from lines the patch
     added: `added` maps an absolute file path to the set of its added line numbers. Opening one of
     `tests` (the F2P test files) from such a line is one too: an implementation never reads the
-    tests, an oracle that copies their expected values does."""
-    busy, sent, getframe, watched, attrs = [False], set(), _getframe, WATCHED, WATCHED_ATTRS
+    tests, an oracle that copies their expected values does; and so is opening one from any thread
+    but the one pytest runs on, whose stack may hold no line of the patch (an outside red team read
+    the planted held-out copies through `threading.Thread(target=..., args=(map(Path.read_text,
+    ...),))`, standard library all the way down). Each thread has its own guard against the hook's
+    own events, so one thread busy in it cannot hide another's."""
+    import _thread
+
+    busy, sent, getframe, watched, attrs = set(), set(), _getframe, WATCHED, WATCHED_ATTRS
     stdlib, relative = sysconfig.get_paths()["stdlib"] + os.sep, _relative
     isfile, files = os.path.isfile, {}
+    ident, main = _thread.get_ident, _thread.get_ident()  # installed on the main thread, before pytest
 
     def is_file(name: str) -> bool:
         if name not in files:
@@ -85,7 +92,8 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
         return files[name]
 
     def hook(event, args):
-        if busy[0]:
+        me = ident()
+        if me in busy:
             return
         dynamic = event in ("exec", "compile")
         if not dynamic and event not in watched and not (
@@ -94,8 +102,14 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
             return
         if event.startswith("object.") and (len(args) < 2 or args[1] not in attrs):
             return
-        busy[0] = True
+        busy.add(me)
         try:
+            reads_tests = event == "open" and tests and _in(args[0], tests)
+            if reads_tests and me != main and ("open-thread", str(args[0])) not in sent:
+                sent.add(("open-thread", str(args[0])))
+                emit({"kind": "trip", "rule": "audit", "event": event, "what": str(args[0])[:100],
+                      "where": f"a thread pytest did not start ({me})"})
+                return
             frame = getframe(1)
             if dynamic:
                 # Code built at run time: an import execs a real file's code, a dataclass or
@@ -111,7 +125,6 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
             # time (compiled under any name that is not a real file): the first frame of a real
             # file asked. Opening a test file counts from an added line anywhere on the stack
             # (an oracle may read the tests through a site-packages helper).
-            reads_tests = event == "open" and tests and _in(args[0], tests)
             while frame is not None:
                 name = frame.f_code.co_filename
                 if not (name.startswith(stdlib) or not is_file(name)):
@@ -128,7 +141,7 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
                 emit({"kind": "trip", "rule": "audit", "event": event, "what": what,
                       "where": f"{relative(path, roots)}:{line}"})
         finally:
-            busy[0] = False
+            busy.discard(me)
 
     sys.addaudithook(hook)
 
