@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featdel.code.literals import DECOYS, decoys, perturbed
-from featdel.grading.placing import copy_name, locate, node_id, placed
+from featdel.grading.placing import copy_name, is_literal, locate, node_id, parsed, placed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,14 +89,9 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
     out: list[Canary] = []
     first = True
     for rel, nodes in sorted(by_file.items()):
-        path = tree / rel
-        if not rel.endswith(".py") or not path.is_file() or path.is_symlink():
+        if (found := parsed(tree, rel)) is None:
             continue
-        source = path.read_text(encoding="utf-8", errors="replace")
-        try:
-            module = ast.parse(source)
-        except SyntaxError:
-            continue
+        source, module = found
         lines: list[str] = []
         for node in nodes:
             found = locate(module, node)
@@ -140,7 +135,7 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
                     lines.append(f"def {name}():\n    assert {a} == {right}")
                     out.append(Canary(node_id=f"{rel}::{name}", kind=kind))
         if lines:
-            path.write_text(source.rstrip("\n") + "\n\n\n" + "\n\n\n".join(lines) + "\n", encoding="utf-8")
+            (tree / rel).write_text(source.rstrip("\n") + "\n\n\n" + "\n\n\n".join(lines) + "\n", encoding="utf-8")
     return out
 
 
@@ -160,7 +155,7 @@ def _variant(fn, name: str, replace) -> tuple[str, str] | None:
         if (isinstance(stmt, ast.Assert) and isinstance(stmt.test, ast.Compare) and len(stmt.test.ops) == 1
                 and isinstance(stmt.test.ops[0], ast.Eq)):
             left, right = stmt.test.left, stmt.test.comparators[0]
-            if _literal(left) and not _literal(right):
+            if is_literal(left) and not is_literal(right):
                 stmt.test.left = replace(left)
                 changed = changed or stmt.test.left is not None
                 stmt.test.left = stmt.test.left or left
@@ -187,21 +182,13 @@ def _perturb(tok: str):
     seed = int(tok, 16)
 
     def replace(node: ast.expr) -> ast.expr | None:
-        if not _literal(node):
+        if not is_literal(node):
             return None
         value = ast.literal_eval(node)
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             return None
         return ast.Constant(value=perturbed(value, seed))
     return replace
-
-
-def _literal(node: ast.AST) -> bool:
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
 
 
 def _object(_node: ast.expr | None = None) -> ast.expr:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featdel.code.literals import CAPTURED, DECOYS, HELD_OUT, decoys, perturbed
-from featdel.grading.placing import copy_name, locate, node_id, placed
+from featdel.grading.placing import copy_name, is_literal, locate, node_id, parsed, placed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,14 +128,9 @@ def capture(tree: Path, fail_to_pass: list[str], mounted_at: Path, *, token=secr
     for rel, functions in files:
         if len(out.by_key) >= CAPTURED:
             break
-        path = tree / rel
-        if not rel.endswith(".py") or not path.is_file() or path.is_symlink():
+        if (found := parsed(tree, rel)) is None:
             continue
-        source = path.read_text(encoding="utf-8", errors="replace")
-        try:
-            module = ast.parse(source)
-        except SyntaxError:
-            continue
+        source, module = found
         v = f"_c{token(4)}"
         lines: list[str] = []
         order = list(functions.items())
@@ -181,7 +176,7 @@ def capture(tree: Path, fail_to_pass: list[str], mounted_at: Path, *, token=secr
                 lines.append(needed)
         if lines:
             lines.append(_helper(v, str(mounted_at / out.file)))
-            path.write_text(source.rstrip("\n") + "\n\n\n" + "\n\n\n".join(lines) + "\n", encoding="utf-8")
+            (tree / rel).write_text(source.rstrip("\n") + "\n\n\n" + "\n\n\n".join(lines) + "\n", encoding="utf-8")
     return out if out.ids else None
 
 
@@ -219,7 +214,7 @@ def assertion(stmt: ast.stmt):
             and isinstance(stmt.test.ops[0], ast.Eq)):
         test = stmt.test
         left, right = test.left, test.comparators[0]
-        if (_literal(left) and not _literal(right)) or (_calls(right) and not _calls(left)):
+        if (is_literal(left) and not is_literal(right)) or (_calls(right) and not _calls(left)):
             return right, lambda e: setattr(test, "left", e)
         return left, lambda e: test.comparators.__setitem__(0, e)
     if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
@@ -251,13 +246,6 @@ def inputs(actual: ast.expr) -> list[tuple]:
 def _calls(node: ast.AST) -> bool:
     return any(isinstance(n, ast.Call) for n in ast.walk(node))
 
-
-def _literal(node: ast.AST) -> bool:
-    try:
-        ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return True
 
 
 def _helper(name: str, path: str) -> str:

@@ -10,6 +10,20 @@ copy is set on its class.
 from __future__ import annotations
 
 import ast
+from pathlib import Path
+
+
+def parsed(tree: Path, rel: str) -> tuple[str, ast.Module] | None:
+    """The text and syntax tree of the Python test file `rel` under `tree`, or None where it is
+    not a plain `.py` file or does not parse (no copy goes into it)."""
+    path = tree / rel
+    if not rel.endswith(".py") or not path.is_file() or path.is_symlink():
+        return None
+    source = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        return source, ast.parse(source)
+    except SyntaxError:
+        return None
 
 
 def placed(text: str, name: str, owner: list[str], token) -> list[str]:
@@ -45,3 +59,12 @@ def locate(module: ast.Module, node: str):
         body, owner = match.body, owner + [cls]
     fn = next((n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name), None)
     return None if fn is None else (owner, fn, params)
+
+
+def is_literal(node: ast.AST) -> bool:
+    """Is `node` a literal (`ast.literal_eval` reads it): the expected side of an assertion."""
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
