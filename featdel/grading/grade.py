@@ -28,6 +28,7 @@ import dataclasses
 import difflib
 import json
 import os
+import secrets
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from featdel.code import trees
+from featdel.code.literals import HELD_OUT
 from featdel.code.spans import is_doctest, is_test_path
 from featdel.core.errors import SandboxError
 from featdel.env.envs import Env
@@ -231,6 +233,20 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
 
 
 def _held_out(task: GradeTask, backend, runner, tmp: Path) -> list:
+    """Up to HELD_OUT of the held-out entries the reference recorded for this task, drawn anew
+    for each grading (`_reference_answers`)."""
+    found = _reference_answers(task, backend, runner, tmp)
+    return secrets.SystemRandom().sample(found, min(HELD_OUT, len(found)))
+
+
+# (instance, snapshot, deletion, gold, test patch) -> the reference's answers: a process grades
+# many patches of one task (a batch of predictions, an RL group), and the reference's answers do
+# not depend on the patch, so its run is made once per task and process. Bounded: oldest out.
+_ANSWERS: dict[tuple, list] = {}
+_ANSWERS_KEPT = 256
+
+
+def _reference_answers(task: GradeTask, backend, runner, tmp: Path) -> list:
     """What the reference computes for the held-out variants of the F2P tests (the language's
     `capture_held_out`, run on the start state with the gold patch): [] where the language has
     none, the task has no gold patch, or that run gives nothing (it cannot void the grading)."""
@@ -238,6 +254,9 @@ def _held_out(task: GradeTask, backend, runner, tmp: Path) -> list:
 
     if not task.gold_patch.strip():
         return []
+    key = (task.instance_id, str(task.snapshot), task.deletion_patch, task.gold_patch, task.test_patch, task.image)
+    if key in _ANSWERS:
+        return _ANSWERS[key]
     reference = trees.start_state(task.snapshot, task.deletion_patch, tmp / "reference")
     try:
         trees.apply_patch(reference, task.gold_patch)
@@ -256,8 +275,13 @@ def _held_out(task: GradeTask, backend, runner, tmp: Path) -> list:
     try:
         run = runner.run_suite(options, tree=reference) if runner is not None else run_tests(task, reference, backend, options)
     except SandboxError:
+        return []  # not kept: the next grading tries again
+    if run.broken:
         return []
-    return [] if run.broken else found.values(reference, run.outcomes)
+    if len(_ANSWERS) >= _ANSWERS_KEPT:
+        del _ANSWERS[next(iter(_ANSWERS))]
+    _ANSWERS[key] = found.values(reference, run.outcomes)
+    return _ANSWERS[key]
 
 
 def _without_patch(task: GradeTask, backend, runner, tmp: Path, base: dict, why: str,

@@ -36,7 +36,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from featdel.code.literals import CAPTURED, DECOYS, HELD_OUT, decoys
+from featdel.code.literals import CAPTURED, DECOYS, decoys
 from featdel.lang.javascript import canaries, syntax
 
 _TYPED = (".ts", ".tsx", ".mts", ".cts")
@@ -190,7 +190,7 @@ def values(tree: Path, capture: Capture, outcomes: dict[str, str]) -> list[tuple
             out.append((entry, rows))
         elif not entry.built and "" in rows:
             out.append((entry, rows[""]))
-    return secrets.SystemRandom().sample(out, min(HELD_OUT, len(out)))
+    return out
 
 
 def tables(entry: HeldOut, rows: dict[str, object], typed: bool) -> tuple[str, list[str], list[str], str]:
