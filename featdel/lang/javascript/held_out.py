@@ -70,16 +70,50 @@ class HeldOut:
 
     def text(self, suffix: str, expected: str) -> str:
         """The test call under a new title, with the changed input and `expected` as the expected
-        value (for a built title, an expression of the row's title `_r(String(title))`)."""
+        value (for a built title, a lookup of the row's title: `tables`)."""
         start, end, new = self.change
         return _edit(self.statement, [(*self.title, self.title_text(suffix)), (start, end, new), (*self.expected, expected)])
 
+    @property
+    def wrapped(self) -> bool:
+        """The input is changed at run time (`<helper>_q(x)`), not as a literal."""
+        return self.change[2].startswith(f"{self.helper}_q(")
+
     def tables(self, rows: dict[str, object], typed: bool) -> tuple[str, list[str], list[str], str]:
-        return tables(self, rows, typed)
+        """For a built title's entry and its rows' values: the expected-value expression of the
+        held-out copy (the row's value), those of its decoys (featdel.code.literals.decoys), the row
+        titles they hold, and the functions they call, each a table of one value per row under a
+        random name, in a random order: which table holds the answers is nowhere in the file. A row
+        without decoys is left out (its value gets a new `Symbol()`: its copies fail, and are no
+        canaries)."""
+        rng = secrets.SystemRandom()
+        others = {t: d for t, v in rows.items() if (d := decoys(v, DECOYS, rng))}
+        n = min((len(d) for d in others.values()), default=0)
+        columns = [{t: rows[t] for t in others}] + [{t: d[i] for t, d in others.items()} for i in range(n)]
+        names = [f"_{secrets.token_hex(4)}" for _ in columns]
+        any_ = ": any" if typed else ""
+        defs = [f"function {name}(t{any_}){any_} {{ const m{any_} = {json.dumps(table)}; "
+                f"return Object.prototype.hasOwnProperty.call(m, t) ? m[t] : Symbol(); }}" for name, table in zip(names, columns)]
+        rng.shuffle(defs)
+        calls = [f"{name}({self.row_title()})" for name in names]
+        return calls[0], calls[1:], sorted(others), "\n".join(defs)
 
     def run_time(self, typed: bool) -> str | None:
-        """The run-time function the changed input calls, or None (a changed literal)."""
-        return run_time(self, typed) if self.change[2].startswith(f"{self.helper}_q(") else None
+        """`<helper>_q`, which changes a string or an integer a little (and says so in `<helper>_z`)
+        and leaves any other value alone: the same function, seed included, in both trees."""
+        if not self.wrapped:
+            return None  # a changed literal needs no function
+        h, seed, any_ = self.helper, self.seed, ": any" if typed else ""
+        return (f"var {h}_z{any_} = 0;\n"
+                f"function {h}_q(x{any_}){any_} {{\n"
+                f"  if (typeof x === 'string') {{\n    {h}_z = 1;\n    if (!x.length) return 'q';\n"
+                f"    const i = {seed} % x.length, c = x[i];\n"
+                f"    const pool = /[0-9]/.test(c) ? '0123456789' : /[a-z]/.test(c) ? 'abcdefghijklmnopqrstuvwxyz' : "
+                f"/[A-Z]/.test(c) ? 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' : ' .,;:-_!?';\n"
+                f"    const p = pool.replace(c, '') || 'x';\n"
+                f"    return x.slice(0, i) + p[Math.floor({seed} / 7) % p.length] + x.slice(i + 1);\n  }}\n"
+                f"  if (typeof x === 'number' && Number.isInteger(x)) {{ {h}_z = 1; return x + 1 + {seed % 97}; }}\n"
+                f"  return x;\n}}")
 
     def row_title(self) -> str:
         """The expression of a row's title (a built title's own expression)."""
@@ -151,7 +185,7 @@ def capture(tree: Path, fail_to_pass: list[str], runner: str, mounted_at: Path, 
                 inserts.append((stmt.end_byte, _capturing(entry, suffix, v)))
                 out.ids.extend(f"{n} {suffix}" for n in made)
             out.by_key[entry.key] = (entry, suffixes)
-            if wrap:
+            if entry.wrapped:
                 helpers.add(entry.run_time(typed))
         if not inserts:
             continue
@@ -193,42 +227,6 @@ def values(tree: Path, capture: Capture, outcomes: dict[str, str]) -> list[tuple
     return out
 
 
-def tables(entry: HeldOut, rows: dict[str, object], typed: bool) -> tuple[str, list[str], list[str], str]:
-    """For a built title's entry and its rows' values: the expected-value expression of the
-    held-out copy (the row's value), those of its decoys (featdel.code.literals.decoys), the row
-    titles they hold, and the functions they call, each a table of one value per row under a
-    random name, in a random order: which table holds the answers is nowhere in the file. A row
-    without decoys is left out (its value gets a new `Symbol()`: its copies fail, and are no
-    canaries)."""
-    rng = secrets.SystemRandom()
-    others = {t: d for t, v in rows.items() if (d := decoys(v, DECOYS, rng))}
-    n = min((len(d) for d in others.values()), default=0)
-    columns = [{t: rows[t] for t in others}] + [{t: d[i] for t, d in others.items()} for i in range(n)]
-    names = [f"_{secrets.token_hex(4)}" for _ in columns]
-    any_ = ": any" if typed else ""
-    defs = [f"function {name}(t{any_}){any_} {{ const m{any_} = {json.dumps(table)}; "
-            f"return Object.prototype.hasOwnProperty.call(m, t) ? m[t] : Symbol(); }}" for name, table in zip(names, columns)]
-    rng.shuffle(defs)
-    calls = [f"{name}({entry.row_title()})" for name in names]
-    return calls[0], calls[1:], sorted(others), "\n".join(defs)
-
-
-def run_time(entry: HeldOut, typed: bool) -> str:
-    """`<helper>_q`, which changes a string or an integer a little (and says so in `<helper>_z`)
-    and leaves any other value alone: the same function, seed included, in both trees."""
-    h, seed, any_ = entry.helper, entry.seed, ": any" if typed else ""
-    return (f"var {h}_z{any_} = 0;\n"
-            f"function {h}_q(x{any_}){any_} {{\n"
-            f"  if (typeof x === 'string') {{\n    {h}_z = 1;\n    if (!x.length) return 'q';\n"
-            f"    const i = {seed} % x.length, c = x[i];\n"
-            f"    const pool = /[0-9]/.test(c) ? '0123456789' : /[a-z]/.test(c) ? 'abcdefghijklmnopqrstuvwxyz' : "
-            f"/[A-Z]/.test(c) ? 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' : ' .,;:-_!?';\n"
-            f"    const p = pool.replace(c, '') || 'x';\n"
-            f"    return x.slice(0, i) + p[Math.floor({seed} / 7) % p.length] + x.slice(i + 1);\n  }}\n"
-            f"  if (typeof x === 'number' && Number.isInteger(x)) {{ {h}_z = 1; return x + 1 + {seed % 97}; }}\n"
-            f"  return x;\n}}")
-
-
 def _inputs(actual, data: bytes) -> list[tuple]:
     """(node, wrap) for each input of an actual-value argument the grader can change: its string
     and integer literals (wrap False), and the arguments of the calls in it that are names or
@@ -259,7 +257,7 @@ def _capturing(entry: HeldOut, suffix: str, v: str) -> str:
     a0, a1 = entry.actual
     actual = _edit(entry.statement[a0:a1], [(start - a0, end - a0, new)])
     title = entry.row_title() if entry.built else '""'
-    if new.startswith(f"{entry.helper}_q("):
+    if entry.wrapped:
         call = f"{v}_c({json.dumps(entry.key)}, {title}, ({entry.helper}_z = 0, {actual}), {entry.helper}_z)"
     else:
         call = f"{v}_c({json.dumps(entry.key)}, {title}, {actual}, 1)"
