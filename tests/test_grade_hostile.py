@@ -66,7 +66,7 @@ def exec_init(payload: str, name: str = "hostlib") -> dict:
     return {"hostlib/__init__.py": INIT + f"exec(compile({payload!r}, {FAKE_FILE!r}, 'exec'), {{'__name__': {name!r}}})\n"}
 
 
-def evaded(payload: str) -> dict:
+def evaded(payload: str, package: str = "hostlib", init: str = INIT) -> dict:
     """`payload` run with no name the tamper scan knows: XOR-ed into a data file, `exec` found in
     `vars(builtins)` by the shape of its name and handed the decoded text (compiled as `<string>`,
     a file no tripwire attributes to the patch either)."""
@@ -78,8 +78,8 @@ def evaded(payload: str) -> dict:
         "_run = [v for k, v in vars(builtins).items() if len(k) == 4 and k[0] == 'e' and k[3] == 'c'][0]\n"
         "_run(_text, globals())\n"
     )
-    return {"hostlib/__init__.py": INIT + "from hostlib import _table\n", "hostlib/_table.py": loader,
-            "hostlib/table.dat": bytes(b ^ 90 for b in payload.encode())}
+    return {f"{package}/__init__.py": init + f"from {package} import _table\n", f"{package}/_table.py": loader,
+            f"{package}/table.dat": bytes(b ^ 90 for b in payload.encode())}
 
 
 # Tells a planted canary from a task test by name (see the module docstring).

@@ -101,3 +101,33 @@ def imports_of(tree, rel: str, paths: set[str]) -> list[ImportRef]:
 def loads(ref: ImportRef, module: str) -> bool:
     """Whether executing the statement imports `module` (or one of its submodules)."""
     return any(m == module or m.startswith(module + ".") for m in ref.modules)
+
+
+def imported_test_files(root, rels) -> set[str]:
+    """Test files of the tree at `root` that the test files `rels` import, directly or through one
+    another (`from test_base import Base`, `from .helpers import check`): where a collected test's
+    function may come from, as when a class inherits the tests of another file's class. By file
+    layout: a module is looked for from the tree's root and from each folder above the importing
+    file, where pytest's rootdir-relative imports find it."""
+    from pathlib import PurePosixPath
+
+    from featdel.code.spans import is_test_path, parse
+
+    paths = {p.relative_to(root).as_posix() for p in root.rglob("*.py")}
+    found: set[str] = set()
+    todo = [rel for rel in rels if rel in paths]
+    while todo:
+        rel = todo.pop()
+        try:
+            refs = imports_of(parse((root / rel).read_bytes()), rel, paths)
+        except OSError:
+            continue
+        folders = ["" if str(p) == "." else f"{p}/" for p in PurePosixPath(rel).parents]  # the root last
+        for module in {m for ref in refs for m in ref.modules}:
+            stem = module.replace(".", "/")
+            for folder in folders:
+                for cand in (f"{folder}{stem}.py", f"{folder}{stem}/__init__.py"):
+                    if cand in paths and is_test_path(cand) and cand not in found and cand not in rels:
+                        found.add(cand)
+                        todo.append(cand)
+    return found

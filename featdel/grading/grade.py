@@ -333,11 +333,21 @@ def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), ad
 
     wanted = task.fail_to_pass + task.p2p_to_run()
     tests = wanted + list(extra) if len(wanted) <= MAX_IDS_ON_COMMAND_LINE else None
-    watch = sorted({t.split("::", 1)[0] for t in task.fail_to_pass if not is_doctest(t)})
+    watch = watched_files(task, tree)
     options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None, watch=watch)
     if runner is not None:  # it hands the tree back holding what the run left, as a fresh sandbox would
         return runner.run_suite(options, tree=tree)
     return run_tests(task, tree, backend, options)
+
+
+def watched_files(task: GradeTask, tree: Path) -> list[str]:
+    """The test files whose collected functions the run checks, and whose reads it watches: those
+    of the F2P tests, and for Python the test files they import (a test class may inherit its
+    tests from another file's class)."""
+    from featdel.code.imports import imported_test_files
+
+    own = {t.split("::", 1)[0] for t in task.fail_to_pass if not is_doctest(t)}
+    return sorted(own | imported_test_files(tree, own)) if task.language == "python" else sorted(own)
 
 
 def run_tests(task: GradeTask, tree: Path, backend, options):

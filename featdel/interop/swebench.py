@@ -48,6 +48,8 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from featdel.code import trees
+from featdel.code.imports import imported_test_files
+from featdel.code.spans import is_doctest
 from featdel.core.shards import EnvRow, TaskRow, image_tag
 from featdel.env.envbuild import TESTBED, VENV
 from featdel.env.pytestconfig import find_config
@@ -146,6 +148,8 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
         rels = trees.changed_files(Path(tmp) / "empty", tree)
         keep = sorted(rel for rel in rels if protected(rel, set(test_files)))
         archive = _files_archive(tree, keep)
+        own = files_of_tests([t for t in f2p if not is_doctest(t)])
+        watch = sorted(set(own) | imported_test_files(tree, own))  # as featdel.grading.grade.watched_files
         start = {rel: _blob_id((tree / rel).read_bytes()) for rel in rels
                  if rel.endswith(".py") and (tree / rel).is_file() and not (tree / rel).is_symlink()}
         config = find_config(tree, f2p + p2p)
@@ -165,7 +169,7 @@ def eval_script(task: TaskRow, env: EnvRow) -> str:
                        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"},
            "fail_to_pass": f2p, "pass_to_pass": p2p, "by_ids": by_ids,
            "verbatim": log_parser(task) == VERBATIM_PARSER, "start": start,
-           "watch": sorted({t.split("::", 1)[0] for t in f2p})}
+           "watch": watch}
     carried = {name: resources.files("featdel").joinpath(f"env/pytest_plugin/{name}").read_text()
                for name in ("featdel_launch.py", "featdel_report.py", "featdel_host.py")}
     carried["featdel_stream.py"] = resources.files("featdel").joinpath("env/stream.py").read_text()
@@ -213,6 +217,8 @@ def _node_eval_script(task: TaskRow, env: EnvRow) -> str:
         rels = trees.changed_files(Path(tmp) / "empty", tree)
         keep = sorted(rel for rel in rels if protected(rel, set(test_files), task.language))
         archive = _files_archive(tree, keep)
+        own = files_of_tests([t for t in f2p if not is_doctest(t)])
+        watch = sorted(set(own) | imported_test_files(tree, own))  # as featdel.grading.grade.watched_files
         start = {rel: _blob_id((tree / rel).read_bytes()) for rel in rels
                  if rel.endswith(".py") and (tree / rel).is_file() and not (tree / rel).is_symlink()}
         in_image = ImageNodeEnv(root=Path(tmp), recipe=env.recipe(), image=image_tag(env.env_id))

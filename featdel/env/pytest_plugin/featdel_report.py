@@ -225,10 +225,18 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
             stack += [k for k in c.co_consts if type(k).__name__ == "code"]
         return False
 
-    def _assert_lines(paths) -> dict:
-        """(file, first line of a test function) -> whether its source holds an `assert`, read
-        before any code of the tree runs (a module swapped in later cannot change it)."""
+    def _defs(paths) -> dict:
+        """(file, first line of a function) -> (its name, whether its source holds an `assert`,
+        the head names of the decorators written on it and on its class, their number), and
+        file -> the names its assignments bind; read before any code of the tree runs (a module
+        swapped in later cannot change it)."""
         import ast
+
+        def head(node):
+            node = node.func if isinstance(node, ast.Call) else node
+            while isinstance(node, (ast.Attribute, ast.Call)):
+                node = node.value if isinstance(node, ast.Attribute) else node.func
+            return node.id if isinstance(node, ast.Name) else ""
 
         out = {}
         for path in paths:
@@ -237,11 +245,66 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
                     tree = ast.parse(fh.read())
             except (OSError, SyntaxError, ValueError):
                 continue
+            outer = {}  # a method -> its class's decorators (freezegun's wraps every method)
+            bound = set()  # names an assignment binds: `test_a = make_test(1)`, `Cls.test_b = f`
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                    for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                        bound.add(getattr(target, "id", None) or getattr(target, "attr", None))
+                if isinstance(node, ast.ClassDef):
+                    for member in node.body:
+                        outer[id(member)] = node.decorator_list
             for node in ast.walk(tree):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-                    out[(path, first)] = any(isinstance(n, ast.Assert) for n in ast.walk(node))
+                    written = node.decorator_list + outer.get(id(node), [])
+                    out[(path, first)] = (node.name, any(isinstance(n, ast.Assert) for n in ast.walk(node)),
+                                          frozenset(head(d) for d in written) - {""}, len(written))
+            out[path] = bound
         return out
+
+    def _module_file(value) -> str:
+        if type(value).__name__ == "module":
+            return getattr(value, "__file__", "") or ""
+        return getattr(modules.get(getattr(value, "__module__", None) or ""), "__file__", "") or ""
+
+    def _replaced(item, obj):
+        """(tripwire, why) when the function collected for a test of a watched file is not one a
+        watched file defines under the test's name (a class may inherit tests from another test
+        file), wrapped at most by the decorators written on it, each wrapper from the module its
+        decorator names (`functools.wraps` leaves `__wrapped__`), with its asserts; else None."""
+        wrappers, inner = [], obj
+        for _ in range(8):
+            code = getattr(inner, "__code__", None)
+            if type(code).__name__ != "code":
+                return "test-replaced", "it is not a function"
+            if (code.co_filename, code.co_firstlineno) in defs:
+                break
+            if not wrappers and code.co_filename == str(item.path):
+                return None  # the file's own code that no `def` starts (a lambda): as it was
+            wrappers.append(code.co_filename)
+            inner = getattr(inner, "__wrapped__", None)
+            if inner is None:
+                return "test-replaced", f"its code comes from {wrappers[0]}"
+        else:
+            return "test-replaced", "it is wrapped eight deep"
+        name, asserts, heads, written = defs[(code.co_filename, code.co_firstlineno)]
+        # Under another name only where a watched file binds the test's name by assignment (a
+        # test made by a factory, a function set on a class): not another test's function
+        wanted = getattr(item, "originalname", name)
+        if code.co_name != name or (name != wanted and not any(wanted in defs.get(f, ()) for f in
+                                                                 (code.co_filename, str(item.path)))):
+            return "test-replaced", f"its code is {name} of {code.co_filename}"
+        if len(wrappers) > written:
+            return "test-replaced", f"{len(wrappers)} wrappers, {written} decorators written; one from {wrappers[0]}"
+        names = getattr(inner, "__globals__", None)
+        allowed = {_module_file(names.get(h)) for h in heads} if isinstance(names, dict) else set()
+        strange = [f for f in wrappers if f not in allowed]
+        if strange:
+            return "test-replaced", f"its wrapper comes from {strange[0]}, which no decorator written on it names"
+        if asserts and not _has_assert(code):
+            return "asserts-removed", "the test collected is not the file's test"
+        return None
 
     def _coverage():
         try:
@@ -262,7 +325,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
     _ROOTS = _roots()
     before = fingerprint()
     load_assertion = __import__("dis").opmap.get("LOAD_ASSERTION_ERROR", -1)
-    asserts_in = _assert_lines(watch_files)
+    defs = _defs(watch_files)
     watched_files = frozenset(watch_files)
     state = {"tests": {}, "collected": [], "errors": [], "objs": {}, "impls": None, "plugins": None,
              "early_impls": set(),
@@ -372,13 +435,12 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
             if impl not in state["early_impls"] and (path is None or path in changed_files or not os.path.isfile(path)):
                 trip("hook-added", f"{impl} ({path})")
         for item in session.items:
-            code = state["objs"].get(item.nodeid, (None, None))[1]
-            if type(code).__name__ != "code" or str(item.path) not in watched_files:
+            obj = state["objs"].get(item.nodeid, (None, None))[0]
+            if obj is None or str(item.path) not in watched_files:
                 continue
-            if code.co_filename != str(item.path):
-                trip("test-replaced", f"{item.nodeid}: its code comes from {code.co_filename}")
-            elif asserts_in.get((code.co_filename, code.co_firstlineno)) and not _has_assert(code):
-                trip("asserts-removed", item.nodeid)  # the test collected is not the file's test
+            found = _replaced(item, obj)
+            if found is not None:
+                trip(found[0], f"{item.nodeid}: {found[1]}")
         state["impls"] = _impls(session.config)
         check(session.config)
 
