@@ -140,6 +140,16 @@ def diff_trees(a: Path, b: Path) -> str:
     return hostgit.diff_trees(a, b)
 
 
+def patched_files(patch: str) -> set[str]:
+    """Every path a unified diff names on either side (`diff --git a/X b/Y`, `--- a/X`, `+++ b/Y`)."""
+    import re
+
+    out = set()
+    for m in re.finditer(r"^(?:diff --git a/(\S+) b/(\S+)|--- a/(\S+)|\+\+\+ b/(\S+))", patch, re.M):
+        out.update(g for g in m.groups() if g)
+    return out
+
+
 class PatchError(Exception):
     """`git apply` refused a patch; the message is git's last line."""
 

@@ -68,6 +68,9 @@ class RunOptions:
     extra_args: list[str] = field(default_factory=list)
     added: dict[str, list[int]] | None = None  # path -> lines a patch added (the tripwire's attribution)
     watch: list[str] | None = None  # test files whose collected tests must keep their assertions
+    # Python writes the bytecode it compiles into the tree (featdel.env.bytecode: a trusted run
+    # on the original tree, whose pycs later runs reuse); every other run writes none
+    write_bytecode: bool = False
 
 
 PLUGIN_FILES = ("featdel_report.py", "featdel_launch.py")
@@ -182,6 +185,8 @@ class SuiteRunner:
             argv, config = _argv(self.env, options, out_dir, tree)
             with Channel(sealed, added=options.added, config=config, watch=options.watch) as channel:
                 variables = {**self.env.environ(), "HOME": "/tmp", "FEATDEL_SPEC": str(channel.spec)}
+                if options.write_bytecode:
+                    variables.pop("PYTHONDONTWRITEBYTECODE", None)
                 result = self._exec(argv, tree, variables, options.timeout_s, out_dir, sealed)
             stream = channel.stream(ran=not options.collect_only)
             data_file = out_dir / "coverage.sqlite"

@@ -126,11 +126,16 @@ def protected(path: str, test_files: set[str], language: str = "python") -> bool
 
 
 def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Path | None = None,
-          allow_suspect: bool = False, runner=None, held_out: bool = True) -> GradeResult:
+          allow_suspect: bool = False, runner=None, held_out: bool = True,
+          bytecode: dict[str, bytes] | None = None, tracebacks: bool = True) -> GradeResult:
     """Grade `patch` against `task` in `backend`'s sandbox (see the module docstring): a fresh one
     per test run, or `runner`'s warm one (`featdel.env.testrun.warm_runner` for `task.env`).
     `held_out=False` leaves out the held-out variants and the reference run they need (for
-    bench/held_out.py, which measures what they cost and catch)."""
+    bench/held_out.py, which measures what they cost and catch). `bytecode`: the original's
+    compiled files (featdel.env.bytecode), laid beside the graded tree's files that neither the
+    deletion, the patch, the test patch nor a canary changed; verification's no-op and gold
+    runs pass them, a learner's grading does not. `tracebacks=False`: each failure in one line
+    in the test output (verification's no-op and gold runs, whose output nobody reads)."""
     if runner is not None and (runner.env.src, runner.image) != (task.env.src, task.image):
         raise ValueError(f"the runner is for {runner.env.src} ({runner.image}), the task for {task.env.src}")
     started = time.monotonic()
@@ -141,7 +146,8 @@ def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Pat
                            model_name_or_path=model, reason=f"the patch is not valid Unicode text: {exc}")
     with tempfile.TemporaryDirectory(prefix="featdel-grade-") as tmp:
         try:
-            result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner, held_out)
+            result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner, held_out, bytecode,
+                                    tracebacks)
         except Exception as exc:
             if not patch.strip():
                 raise  # featdel's own failure on the start state: the caller records it as broken
@@ -157,7 +163,8 @@ def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Pat
 
 
 def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
-           runner, held_out: bool = True) -> tuple[GradeResult, dict]:
+           runner, held_out: bool = True, bytecode: dict[str, bytes] | None = None,
+           tracebacks: bool = True) -> tuple[GradeResult, dict]:
     base = dict(instance_id=task.instance_id)
     if len(patch.encode()) > MAX_PATCH_BYTES:
         return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
@@ -194,10 +201,15 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
                            reason=f"{len(findings)} tamper findings, e.g. {findings[0]}"), {}
     held = _held_out(task, backend, runner, tmp) if held_out and patch.strip() else []
     planted = canaries.plant(graded, task.fail_to_pass, language=task.language, env=task.env, held=held)
+    if bytecode:
+        from featdel.env.bytecode import overlay
+
+        overlay(graded, bytecode, set(carried) | trees.patched_files(task.deletion_patch)
+                | trees.patched_files(task.test_patch) | {c.node_id.split("::")[0] for c in planted})
     guarded = {rel: trees.digest(graded, rel) for rel in trees.files(graded) if protected(rel, test_files, task.language)}
     added = added_lines(texts, task.gold_patch)
     try:
-        run = _run(task, graded, backend, runner, [c.node_id for c in planted], added)
+        run = _run(task, graded, backend, runner, [c.node_id for c in planted], added, tracebacks)
     except SandboxError as exc:
         run = None
         why = f"sandbox: {exc}"
@@ -271,7 +283,8 @@ def _reference_answers(task: GradeTask, backend, runner, tmp: Path) -> list:
         found = lang_of(task.language).capture_held_out(reference, task.fail_to_pass, task.env)
     if found is None:
         return []
-    options = RunOptions(tests=found.ids, timeout_s=task.timeout_s)
+    # only the recorded answers are read: a failing copy in one line
+    options = RunOptions(tests=found.ids, timeout_s=task.timeout_s, extra_args=list(lang_of(task.language).quiet_args))
     try:
         run = runner.run_suite(options, tree=reference) if runner is not None else run_tests(task, reference, backend, options)
     except SandboxError:
@@ -328,13 +341,15 @@ def scan_patterns(language: str) -> dict:
     return {("",): lang.tamper_patterns} if lang.tamper_patterns else {}
 
 
-def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), added: dict | None = None):
+def _run(task: GradeTask, tree: Path, backend, runner, extra: list[str] = (), added: dict | None = None,
+         tracebacks: bool = True):
     from featdel.env.testrun import RunOptions
 
     wanted = task.fail_to_pass + task.p2p_to_run()
     tests = wanted + list(extra) if len(wanted) <= MAX_IDS_ON_COMMAND_LINE else None
     watch = watched_files(task, tree)
-    options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None, watch=watch)
+    quiet = [] if tracebacks else list(lang_of(task.language).quiet_args)
+    options = RunOptions(tests=tests, timeout_s=task.timeout_s, added=added or None, watch=watch, extra_args=quiet)
     if runner is not None:  # it hands the tree back holding what the run left, as a fresh sandbox would
         return runner.run_suite(options, tree=tree)
     return run_tests(task, tree, backend, options)

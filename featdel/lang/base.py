@@ -230,6 +230,9 @@ class Language(Protocol):
         ...
 
     continue_args: tuple[str, ...]  # runner arguments that keep a run going past a file that fails to load
+    # runner arguments that report a failure in one line, not a traceback: for runs whose outcomes
+    # are all that is read (pytest spends two thirds of a run of 41 failing tests on tracebacks)
+    quiet_args: tuple[str, ...]
     coverage_name: str  # what `RunOptions.coverage_to` names in a run's folder: a file or a directory
 
     def dialect(self, tree: Path) -> str:

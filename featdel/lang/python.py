@@ -77,6 +77,7 @@ class Python:
         return found
 
     continue_args = ("--continue-on-collection-errors",)
+    quiet_args = ("--tb=line",)
     coverage_name = "coverage.sqlite"
 
     def dialect(self, tree: Path) -> str:

@@ -6,8 +6,8 @@ a copy of the original tree and run the language's build check (featdel.env.buil
 Python, featdel.lang.javascript.buildcheck) in the sandbox.
 
 What every candidate of a repository needs and none changes is computed once per repository and
-process, on first use: the original tree (extracted once, read only by the gates) and which test
-modules import which module. The context is shared by the verifying threads, hence the lock.
+process, on first use: the original tree (extracted once, read only by the gates), which test
+modules import which module, and the original's bytecode (featdel.env.bytecode). The context is shared by the verifying threads, hence the lock.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ class RepoContext:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
     _original: Path | None = field(default=None, repr=False)
     _test_imports: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
+    _bytecode: dict[str, bytes] | None = field(default=None, repr=False)
+    _bytecode_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
@@ -75,6 +77,18 @@ class RepoContext:
                 weakref.finalize(self, shutil.rmtree, tmp, True)
                 self._original = trees.extract(self.snapshot, tmp / "original")
             return self._original
+
+    def bytecode(self, runner: SuiteRunner, timeout_s: float) -> dict[str, bytes]:
+        """The original tree's bytecode, compiled once (featdel.env.bytecode); none outside Python."""
+        from featdel.env.bytecode import harvest
+
+        if self.lang.name != "python":
+            return {}
+        with self._bytecode_lock:
+            if self._bytecode is None:
+                with tempfile.TemporaryDirectory(prefix="featdel-bytecode-") as tmp:
+                    self._bytecode = harvest(runner, self.original(), Path(tmp), timeout_s)
+            return self._bytecode
 
     def test_modules_importing(self, paths: set[str]) -> set[str]:
         """The baseline's test modules with an import statement that loads the module of one of

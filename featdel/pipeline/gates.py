@@ -28,8 +28,11 @@ from featdel.pipeline.context import Broke, RepoContext, removed_names
 CONTINUE = ["--continue-on-collection-errors"]
 
 
-def _continue(ctx: RepoContext) -> list[str]:
-    return list(ctx.lang.continue_args)
+def _continue(ctx: RepoContext, opts=None) -> list[str]:
+    """The gates' runner arguments: past a module that fails to load, and (unless the options
+    ask for tracebacks) a failure in one line."""
+    quiet = () if opts is None or opts.tracebacks else ctx.lang.quiet_args
+    return [*ctx.lang.continue_args, *quiet]
 
 
 class Rejected(Exception):
@@ -69,21 +72,40 @@ class Work:
     def deleted_files(self) -> set[str]:
         return {p for p, text in self.deletion.files.items() if text is None}
 
-    def fresh(self, name: str) -> Path:
+    def fresh(self, name: str, *, bytecode: bool = True) -> Path:
         """A new start state (snapshot + deletion patch) under `tmp`: built once per candidate
         (extract, `git apply`, scrub, commit), then copied whole for every run, which may write
-        to its copy. A copy costs a fifth of a build."""
+        to its copy. A copy costs a fifth of a build. With `bytecode`, the original's compiled
+        files of the files the deletion left alone come with it (featdel.env.bytecode): a run to
+        test it, not the start state to audit or hash."""
         pristine = self.tmp / "pristine"
         if not pristine.exists():
             trees.start_state(self.ctx.snapshot, self.deletion_patch, pristine)
-        return trees.copy_tree(pristine, self.tmp / name)
+        if not bytecode or not self.opts.bytecode:
+            return trees.copy_tree(pristine, self.tmp / name)
+        compiled = self.tmp / "pristine-compiled"
+        if not compiled.exists():
+            self.with_bytecode(trees.copy_tree(pristine, self.tmp / "compiling"), set(self.deletion.files))
+            (self.tmp / "compiling").rename(compiled)
+        return trees.copy_tree(compiled, self.tmp / name)
+
+    def bytecode(self) -> dict[str, bytes]:
+        """The original's compiled files (featdel.env.bytecode); none when the options say so."""
+        return self.ctx.bytecode(self.runner, self.timeout()) if self.opts.bytecode else {}
+
+    def with_bytecode(self, tree: Path, changed: set[str]) -> Path:
+        """`tree` with the original's bytecode beside each of its files not in `changed`."""
+        from featdel.env.bytecode import overlay
+
+        overlay(tree, self.bytecode(), changed)
+        return tree
 
     def timeout(self) -> float:
         return self.opts.run_timeout(self.ctx)
 
     def run(self, tree: Path, tests: list[str]) -> SuiteRun:
-        run = self.runner.run_suite(RunOptions(tests=tests, timeout_s=self.timeout(), extra_args=_continue(self.ctx)),
-                                    tree=tree)
+        run = self.runner.run_suite(RunOptions(tests=tests, timeout_s=self.timeout(),
+                                               extra_args=_continue(self.ctx, self.opts)), tree=tree)
         self.spent.append(run.seconds)
         if run.timed_out:  # the code under test hangs (a deletion can make a loop endless): not the sandbox
             raise Rejected("tests.timeout", f"the tests did not finish within {self.timeout():.0f}s")
@@ -273,8 +295,9 @@ def stubs_fail(w: Work) -> None:
         # stub, else the stub could never be imported and the gate would pass vacuously
         files = {p: t for p, t in variant.files.items() if p in homes or t is None}
         patch, _ = trees.diff(w.ctx.snapshot, files)
-        tree = trees.start_state(w.ctx.snapshot, patch, w.tmp / f"stub{i}")
-        run = w.runner.run_suite(RunOptions(tests=left, timeout_s=w.timeout(), extra_args=_continue(w.ctx)), tree=tree)
+        tree = w.with_bytecode(trees.start_state(w.ctx.snapshot, patch, w.tmp / f"stub{i}"), set(files))
+        run = w.runner.run_suite(RunOptions(tests=left, timeout_s=w.timeout(), extra_args=_continue(w.ctx, w.opts)),
+                                 tree=tree)
         w.spent.append(run.seconds)
         if run.broken and not run.timed_out:
             raise Broke(run.broken)
@@ -287,7 +310,7 @@ def stubs_fail(w: Work) -> None:
 
 
 def not_similar(w: Work) -> None:
-    start = w.fresh("audit")
+    start = w.fresh("audit", bytecode=False)
     w.start_sha256 = trees.tree_digest(start)
     similar = quality.similarity(w.deletion.removed, start, exclude=set(w.deletion.deleted_symbols),
                                  lang=None if w.ctx.lang.name == "python" else w.ctx.lang)
@@ -388,7 +411,7 @@ def noop_fails(w: Work) -> None:
     w.p2p = [t for t in w.ctx.passing if t.split("::")[0] not in w.deleted_files and t not in set(w.failing)
              and t not in w.gone]
     noop = grade(w.grade_task(w.failing, w.p2p, run_p2p=None if w.opts.full_suite else ()), "",
-                 w.runner.backend, runner=w.runner)
+                 w.runner.backend, runner=w.runner, bytecode=w.bytecode(), tracebacks=w.opts.tracebacks)
     w.spent.append(noop.seconds)
     if noop.status == GradeStatus.BROKEN:
         raise Broke(noop.reason)
@@ -403,7 +426,7 @@ def gold_resolves(w: Work) -> None:
     affect (`affected`); the whole P2P with `full_suite`."""
     def run_gold():
         result = grade(w.grade_task(w.failing, w.p2p, run_p2p=None if w.opts.full_suite else affected(w)), w.patch,
-                       w.runner.backend, runner=w.runner)
+                       w.runner.backend, runner=w.runner, bytecode=w.bytecode(), tracebacks=w.opts.tracebacks)
         w.spent.append(result.seconds)
         return result
 

@@ -63,6 +63,12 @@ class VerifyOptions:
     max_similarity: float = quality.MAX_SIMILARITY
     # One sandbox per candidate, reset between its test runs; False opens one per run.
     warm_sandbox: bool = True
+    # The original's bytecode in the trees the gates run (featdel.env.bytecode); False compiles
+    # every module in every run, as before (bench/verify_speed.py compares the two)
+    bytecode: bool = True
+    # Full tracebacks in the gates' test runs; False (the default) reports each failure in one
+    # line (`Language.quiet_args`): only outcomes are read, and most of these runs fail by design
+    tracebacks: bool = False
 
     def run_timeout(self, ctx: RepoContext) -> float:
         return self.timeout_s or max(60.0, 10 * ctx.record.suite_seconds)

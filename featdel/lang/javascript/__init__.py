@@ -176,6 +176,7 @@ class JavaScript:
                     found.add(entry.relative_to(tree).as_posix())
         return found
 
+    quiet_args = ()  # the runners' failure output is not where a run's time goes
     continue_args = ()  # every runner goes on past a file that fails to load, and records it
     coverage_name = "v8"  # a directory of V8 coverage files
 
