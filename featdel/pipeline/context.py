@@ -131,7 +131,9 @@ def removed_names(original: Path, edits: dict[str, str | None], lang: Language |
 
 
 def make_check(ctx: RepoContext, backend):
-    """The strategies' check factory: original tree -> check(edits) -> True or the reason."""
+    """The strategies' check factory: original tree -> check(edits) -> True or the reason. The
+    edited tree gets the original's bytecode beside the files the edit left alone."""
+    from featdel.env.bytecode import overlay
 
     def factory(original: Path):
         def check(edits):
@@ -141,6 +143,7 @@ def make_check(ctx: RepoContext, backend):
                 trees.apply_edits(tree, edits)
                 deleted = {p for p, text in edits.items() if text is None}
                 with ctx.runner(backend) as runner:
+                    overlay(tree, ctx.bytecode(runner, 600.0), set(edits))  # featdel.env.bytecode
                     failed = ctx.build_check(tree, runner, deleted, removed_names(original, edits, ctx.lang))
             return True if failed is None else failed[1]
 
