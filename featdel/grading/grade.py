@@ -127,18 +127,21 @@ def protected(path: str, test_files: set[str], language: str = "python") -> bool
 
 def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Path | None = None,
           allow_suspect: bool = False, runner=None, held_out: bool = True,
-          bytecode: dict[str, bytes] | None = None, tracebacks: bool = True) -> GradeResult:
+          bytecode: dict[str, bytes] | None = None, tracebacks: bool | None = None) -> GradeResult:
     """Grade `patch` against `task` in `backend`'s sandbox (see the module docstring): a fresh one
     per test run, or `runner`'s warm one (`featdel.env.testrun.warm_runner` for `task.env`).
     `held_out=False` leaves out the held-out variants and the reference run they need (for
     bench/held_out.py, which measures what they cost and catch). `bytecode`: the original's
     compiled files (featdel.env.bytecode), laid beside the graded tree's files that neither the
     deletion, the patch, the test patch nor a canary changed; verification's no-op and gold
-    runs pass them, a learner's grading does not. `tracebacks=False`: each failure in one line
-    in the test output (verification's no-op and gold runs, whose output nobody reads)."""
+    runs pass them, a learner's grading does not. `tracebacks`: pytest's traceback of each
+    failure in the test output; default: only when `out_dir` will show that output (an RL
+    episode's grading and verification's runs read outcomes alone, and a traceback per failing
+    test is most of a failing run's time)."""
     if runner is not None and (runner.env.src, runner.image) != (task.env.src, task.image):
         raise ValueError(f"the runner is for {runner.env.src} ({runner.image}), the task for {task.env.src}")
     started = time.monotonic()
+    tracebacks = out_dir is not None if tracebacks is None else tracebacks
     try:
         patch.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate from JSON: no diff is made of that
