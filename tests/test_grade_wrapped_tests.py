@@ -121,3 +121,24 @@ def test_a_wrapper_or_function_the_file_does_not_write_earns_nothing(task, local
     alone = grade(replace(task, gold_patch=patch), patch, local_backend, allow_suspect=True)
     assert alone.reward == 0.0, (name, alone.status, alone.reason)
     assert any("test-replaced" in f for f in alone.findings), alone.findings
+
+
+def test_the_test_files_an_f2p_file_imports_are_watched_too(tmp_path):
+    """featdel.code.imports.imported_test_files: what a test class may inherit from, by layout."""
+    from featdel.code.imports import imported_test_files
+
+    files = {
+        "tests/test_child.py": "from test_base import Base\nfrom .helpers import check\nimport pkg.util\n",
+        "tests/test_base.py": "from tests.mixins import Mixin\n",
+        "tests/helpers.py": "x = 1\n",
+        "tests/mixins.py": "class Mixin:\n    pass\n",
+        "tests/__init__.py": "",
+        "pkg/__init__.py": "",
+        "pkg/util.py": "y = 2\n",  # library code: not a test file, never watched
+        "tests/test_other.py": "z = 3\n",  # imported by nobody
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert imported_test_files(tmp_path, {"tests/test_child.py"}) == {
+        "tests/test_base.py", "tests/helpers.py", "tests/mixins.py"}
