@@ -30,7 +30,7 @@ import sys
 import sysconfig
 
 # Bound before any code under test runs: a later monkeypatch of these names changes nothing here.
-_dumps, _write, _open, _unlink = json.dumps, os.write, os.open, os.unlink
+_dumps, _write, _open, _unlink, _open_file = json.dumps, os.write, os.open, os.unlink, open
 _new_mac, _sha256 = hmac.new, hashlib.sha256
 _getframe = sys._getframe
 
@@ -41,7 +41,7 @@ WATCHED = frozenset({
     "sys.settrace", "sys.setprofile", "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym", "ctypes.cdata",
     "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.PyObj_FromPtr", "sys.monitoring.register_callback",
     "object.__setattr__", "object.__delattr__", "object.__getattr__", "os.fork", "os.forkpty", "os.kill", "os.killpg",
-    "signal.pthread_kill", "sys._clear_type_cache", "os.link", "os.symlink",
+    "signal.pthread_kill", "sys._clear_type_cache", "os.link", "os.symlink", "code.__new__",
 })
 # Attribute events (object.__setattr__/__getattr__) that matter: frames, code and closures.
 WATCHED_ATTRS = frozenset({"__code__", "tb_frame", "f_back", "gi_frame", "cr_frame", "ag_frame", "f_globals",
@@ -83,13 +83,29 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
 
     busy, sent, getframe, watched, attrs = set(), set(), _getframe, WATCHED, WATCHED_ATTRS
     stdlib, relative = sysconfig.get_paths()["stdlib"] + os.sep, _relative
-    isfile, files = os.path.isfile, {}
+    isfile, files, texts = os.path.isfile, {}, {}
     ident, main = _thread.get_ident, _thread.get_ident()  # installed on the main thread, before pytest
 
     def is_file(name: str) -> bool:
         if name not in files:
             files[name] = not name.startswith("<") and isfile(name)
         return files[name]
+
+    def own_source(name: str, source) -> bool:
+        """Is `source` the text of the file `name`, as an import compiles it? Code compiled
+        from anything else under a real file's name (a syntax tree too) is code built at run
+        time that wants to pass for that file's (an outside red team compiled a stand-in test
+        under the name of the test's own file)."""
+        if not isinstance(source, (bytes, str)):
+            return False
+        if name not in texts:
+            try:
+                with _open_file(name, "rb") as fh:
+                    texts[name] = fh.read()
+            except OSError:
+                texts[name] = None
+        data = source.encode("utf-8", "surrogateescape") if isinstance(source, str) else source
+        return texts[name] is not None and data == texts[name]
 
     def hook(event, args):
         me = ident()
@@ -117,9 +133,12 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
                 # code or from an added line counts (a standard-library gadget is not followed).
                 name = getattr(args[0], "co_filename", None) if event == "exec" else (
                     args[1] if len(args) > 1 else None)
-                if not isinstance(name, str) or is_file(name) or frame is None:
-                    return  # a real file's code: an import
-                if frame.f_code.co_filename.startswith((stdlib, "<frozen importlib")):
+                if not isinstance(name, str) or frame is None:
+                    return
+                if is_file(name):
+                    if event == "exec" or own_source(name, args[0]):
+                        return  # a real file's code: an import (its compile was checked)
+                elif frame.f_code.co_filename.startswith((stdlib, "<frozen importlib")):
                     return  # the standard library or the import system builds it (frozen modules)
             # Skip the standard library (inspect.currentframe, gc wrappers) and code built at run
             # time (compiled under any name that is not a real file): the first frame of a real

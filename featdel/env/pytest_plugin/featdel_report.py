@@ -255,6 +255,8 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
                     for member in node.body:
                         outer[id(member)] = node.decorator_list
             for node in ast.walk(tree):
+                if isinstance(node, ast.Lambda):  # a test may be a lambda: pinned, with no name
+                    out.setdefault((path, node.lineno), ("<lambda>", False, frozenset(), 0))
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     first = min([d.lineno for d in node.decorator_list] + [node.lineno])
                     written = node.decorator_list + outer.get(id(node), [])
@@ -280,8 +282,6 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
                 return "test-replaced", "it is not a function"
             if (code.co_filename, code.co_firstlineno) in defs:
                 break
-            if not wrappers and code.co_filename == str(item.path):
-                return None  # the file's own code that no `def` starts (a lambda): as it was
             wrappers.append(code.co_filename)
             inner = getattr(inner, "__wrapped__", None)
             if inner is None:
@@ -289,6 +289,8 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         else:
             return "test-replaced", "it is wrapped eight deep"
         name, asserts, heads, written = defs[(code.co_filename, code.co_firstlineno)]
+        if name == "<lambda>" and code.co_name == name and not wrappers:
+            return None  # a lambda the file writes (`test_x = lambda: ...`)
         # Under another name only where a watched file binds the test's name by assignment (a
         # test made by a factory, a function set on a class): not another test's function
         wanted = getattr(item, "originalname", name)
