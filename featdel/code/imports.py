@@ -103,6 +103,16 @@ def loads(ref: ImportRef, module: str) -> bool:
     return any(m == module or m.startswith(module + ".") for m in ref.modules)
 
 
+class _OnDisk:
+    """`rel in paths` for the files of the tree at `root`, answered by the file system."""
+
+    def __init__(self, root) -> None:
+        self.root = root
+
+    def __contains__(self, rel: str) -> bool:
+        return (self.root / rel).is_file()
+
+
 def imported_test_files(root, rels) -> set[str]:
     """Test files of the tree at `root` that the test files `rels` import, directly or through one
     another (`from test_base import Base`, `from .helpers import check`): where a collected test's
@@ -113,7 +123,7 @@ def imported_test_files(root, rels) -> set[str]:
 
     from featdel.code.spans import is_test_path, parse
 
-    paths = {p.relative_to(root).as_posix() for p in root.rglob("*.py")}
+    paths = _OnDisk(root)  # a grading runs this: asked about a few paths, the tree is not walked
     found: set[str] = set()
     todo = [rel for rel in rels if rel in paths]
     while todo:

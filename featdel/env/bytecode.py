@@ -62,8 +62,8 @@ def overlay(tree: Path, pycs: dict[str, bytes], changed: set[str]) -> int:
     candidate edits or deletes); returns how many."""
     written = 0
     for rel, data in pycs.items():
-        source = tree / source_of(rel)
-        if source_of(rel) in changed or source.is_symlink() or not source.is_file():
+        source = source_of(rel)
+        if source in changed or (tree / source).is_symlink() or not (tree / source).is_file():
             continue
         path = tree / rel
         path.parent.mkdir(exist_ok=True)

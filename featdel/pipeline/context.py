@@ -7,7 +7,8 @@ Python, featdel.lang.javascript.buildcheck) in the sandbox.
 
 What every candidate of a repository needs and none changes is computed once per repository and
 process, on first use: the original tree (extracted once, read only by the gates), which test
-modules import which module, and the original's bytecode (featdel.env.bytecode). The context is shared by the verifying threads, hence the lock.
+modules import which module, and the original's bytecode (featdel.env.bytecode). The context is
+shared by the verifying threads, hence the lock.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ class RepoContext:
     _original: Path | None = field(default=None, repr=False)
     _test_imports: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
     _bytecode: dict[str, bytes] | None = field(default=None, repr=False)
-    _bytecode_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @classmethod
     def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
@@ -84,10 +84,11 @@ class RepoContext:
 
         if self.lang.name != "python":
             return {}
-        with self._bytecode_lock:
+        original = self.original()  # takes the lock itself
+        with self._lock:
             if self._bytecode is None:
                 with tempfile.TemporaryDirectory(prefix="featdel-bytecode-") as tmp:
-                    self._bytecode = harvest(runner, self.original(), Path(tmp), timeout_s)
+                    self._bytecode = harvest(runner, original, Path(tmp), timeout_s)
             return self._bytecode
 
     def test_modules_importing(self, paths: set[str]) -> set[str]:

@@ -28,10 +28,10 @@ from featdel.pipeline.context import Broke, RepoContext, removed_names
 CONTINUE = ["--continue-on-collection-errors"]
 
 
-def _continue(ctx: RepoContext, opts=None) -> list[str]:
+def _continue(ctx: RepoContext, opts) -> list[str]:
     """The gates' runner arguments: past a module that fails to load, and (unless the options
     ask for tracebacks) a failure in one line."""
-    quiet = () if opts is None or opts.tracebacks else ctx.lang.quiet_args
+    quiet = () if opts.tracebacks else ctx.lang.quiet_args
     return [*ctx.lang.continue_args, *quiet]
 
 
