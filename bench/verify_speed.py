@@ -1,16 +1,18 @@
 """Verification's test runs as they are against as they were: the original's bytecode reused
-(featdel.env.bytecode) and failures reported in one line (`Language.quiet_args`), or neither.
+(featdel.env.bytecode), failures reported in one line (`Language.quiet_args`) and the build
+check's run taking the first selection (featdel.pipeline.gates.builds), or none of them.
 
 Takes a run directory that has deletions (any `featdel run` or `featdel delete` output) and
 verifies each deletion twice in one process, alternating which mode goes first so that load from
-elsewhere falls on both alike: "before" (`VerifyOptions(bytecode=False, tracebacks=True)`: every
-run compiles the tree and pytest formats a traceback per failure) and "now" (the defaults).
-`--factor bytecode` or `--factor tracebacks` turns back only that one. The one collection per
+elsewhere falls on both alike: "before" (`VerifyOptions(bytecode=False, tracebacks=True,
+merge_first_run=False)`: every run compiles the tree, pytest formats a traceback per failure, and
+the build check and the first run are two processes) and "now" (the defaults). `--factor
+bytecode`, `--factor tracebacks` or `--factor merge` turns back only that one. The one collection per
 repository that makes the bytecode is timed apart and charged to "now". Prints, per repository
 and in all: candidates, sandbox test-seconds and wall seconds per mode, their ratios, and
 whether every verdict agrees (status, rule, F2P, P2P); any disagreement is printed.
 
-    .venv/bin/python bench/verify_speed.py RUN_DIR [--limit 40] [--repos NAME ...] [--factor both]
+    .venv/bin/python bench/verify_speed.py RUN_DIR [--limit 40] [--repos NAME ...] [--factor all]
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--limit", type=int, default=40, help="deletions at most (refused ones are skipped)")
     ap.add_argument("--repos", nargs="*", default=None)
-    ap.add_argument("--factor", choices=["both", "bytecode", "tracebacks"], default="both")
+    ap.add_argument("--factor", choices=["all", "bytecode", "tracebacks", "merge"], default="all")
     args = ap.parse_args()
     backend = get_backend("local")
-    back = {"both": dict(bytecode=False, tracebacks=True), "bytecode": dict(bytecode=False),
-            "tracebacks": dict(tracebacks=True)}[args.factor]
+    back = {"all": dict(bytecode=False, tracebacks=True, merge_first_run=False), "bytecode": dict(bytecode=False),
+            "tracebacks": dict(tracebacks=True), "merge": dict(merge_first_run=False)}[args.factor]
     options = {False: VerifyOptions(**back), True: VerifyOptions()}
     rd = RunDir(args.run_dir)
     records = {r.name: r for r in rd.latest_repos().values()}

@@ -362,18 +362,31 @@ def test_change_scoped_and_whole_suite_verification_agree(run, local_backend, tm
     from featdel.pipeline import gates
 
     run_dir, verdicts = run
+    from featdel.env.testrun import SuiteRunner
+
     graded: list[tuple[bool, int, int]] = []  # (gold?, P2P tests run, P2P tests of the task)
-    real = gates.grade
+    real, real_run = gates.grade, SuiteRunner.run_suite
+    merged: list[list[str]] = []  # the selections a build check's run took
 
     def watched(task, patch, backend, **kw):
         graded.append((bool(patch), len(task.p2p_to_run()), len(task.pass_to_pass)))
         return real(task, patch, backend, **kw)
 
+    def run_suite(self, options=RunOptions(), *, tree=None):
+        if options.run_only is not None:
+            merged.append(options.run_only)
+        return real_run(self, options, tree=tree)
+
     monkeypatch.setattr(gates, "grade", watched)
+    monkeypatch.setattr(SuiteRunner, "run_suite", run_suite)
     whole = tmp_path / "whole"
     shutil.copytree(run_dir, whole, ignore=shutil.ignore_patterns("verdicts.jsonl", "tasks", "envs"))
-    again = {v.deletion_id: v for v in verify_all(whole, local_backend, VerifyOptions(reruns=2, full_suite=True))}
+    # ... and with a test process for the build check and another for the first run (the
+    # module's verdicts took both in one: `merge_first_run`, the default)
+    again = {v.deletion_id: v for v in verify_all(whole, local_backend, VerifyOptions(
+        reruns=2, full_suite=True, merge_first_run=False))}
     assert graded and all(ran == of for _, ran, of in graded)  # whole suite: every P2P test runs
+    assert not merged
     checked = [v for v in verdicts if v.stage != "delete"]  # the delete stage's own verdicts stay out
     assert checked and {v.deletion_id for v in checked} == set(again)
     for v in checked:
@@ -384,6 +397,7 @@ def test_change_scoped_and_whole_suite_verification_agree(run, local_backend, tm
     scoped = tmp_path / "scoped"
     shutil.copytree(run_dir, scoped, ignore=shutil.ignore_patterns("verdicts.jsonl", "tasks", "envs"))
     verify_all(scoped, local_backend, VerifyOptions(reruns=2, p2p_sample=0))  # no sample: what the change touches
+    assert merged and all(merged)
     noop = [(ran, of) for gold, ran, of in graded if not gold]
     gold = [(ran, of) for is_gold, ran, of in graded if is_gold]
     assert noop and all(ran == 0 for ran, _ in noop)
@@ -403,3 +417,49 @@ def test_test_modules_importing_a_changed_module(run):
     assert ctx.test_modules_importing({"tinylib/__init__.py"}) >= {"tests/test_box.py", "tests/test_text.py",
                                                                   "tests/test_calc.py", "tests/test_skip.py"}
     assert ctx.original() == ctx.original() and (ctx.original() / "tinylib" / "box.py").is_file()
+
+
+def test_a_run_collects_the_whole_suite_and_runs_only_what_it_is_told(run, local_backend):
+    """`RunOptions.run_only` (the build check's run taking the first selection): every test is
+    collected (`found`), only the named ones run, and the report is complete."""
+    from featdel.core.rundir import RunDir
+
+    run_dir, _ = run
+    ctx = RepoContext.load(run_dir, RunDir(run_dir).mined()[0])
+    wanted = ["tests/test_text.py::test_shout", "tests/test_calc.py::test_add"]
+    with ctx.runner(local_backend) as runner:
+        suite = runner.run_suite(RunOptions(run_only=wanted))
+        plain = runner.run_suite(RunOptions(tests=wanted))
+    assert suite.broken is None, suite.broken
+    assert set(suite.found) >= set(ctx.collected) and len(suite.found) > len(wanted)
+    assert sorted(suite.collected) == sorted(plain.collected) == sorted(plain.found) == sorted(wanted)
+    assert suite.outcomes == plain.outcomes == {t: "passed" for t in wanted}
+    for bad in (RunOptions(run_only=[]), RunOptions(run_only=wanted, tests=wanted),
+                RunOptions(run_only=wanted, collect_only=True)):
+        with pytest.raises(ValueError, match="run_only"), ctx.runner(local_backend) as runner:
+            runner.run_suite(bad)
+
+
+def test_a_malformed_list_of_what_was_collected_voids_the_report():
+    import hashlib
+    import hmac
+
+    from featdel.env.stream import parse
+
+    key = b"k" * 32
+
+    def signed(records):
+        lines = []
+        for seq, record in enumerate(records):
+            body = json.dumps(record).encode()
+            mac = hmac.new(key, str(seq).encode() + b"\n" + body, hashlib.sha256).hexdigest().encode()
+            lines.append(str(seq).encode() + b" " + mac + b" " + body)
+        return b"\n".join(lines) + b"\n"
+
+    start, end = {"kind": "start"}, {"kind": "end", "exitstatus": 0}
+    test = {"kind": "test", "id": "t.py::a", "outcome": "passed"}
+    good = parse(signed([start, {"kind": "collected", "ids": ["t.py::a"], "found": ["t.py::a", "t.py::b"]}, test, end]),
+                 key)
+    assert good.problem is None and good.found == ["t.py::a", "t.py::b"] and good.collected == ["t.py::a"]
+    bad = parse(signed([start, {"kind": "collected", "ids": ["t.py::a"], "found": "t.py::a"}, test, end]), key)
+    assert bad.problem == "a malformed collected record"

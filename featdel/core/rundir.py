@@ -143,15 +143,19 @@ class RunDir:
             raise RunDirError(f"{path} is missing: {how}")
 
     # Options.
-    def stage_options(self, stage: str, options: dict[str, Any], *, started: bool) -> None:
+    def stage_options(self, stage: str, options: dict[str, Any], *, started: bool,
+                      speed_only: frozenset[str] = frozenset()) -> None:
         """Record `options` for `stage`; refuse when the stage has `started` (left output) with
-        other options. JSON-normalised so lists and tuples compare equal."""
+        other options. JSON-normalised so lists and tuples compare equal. `speed_only`: options
+        that change how fast the stage runs, never what it decides: a run may resume with other
+        values, or with a version that added or dropped one."""
         options = json.loads(json.dumps(options, sort_keys=True, default=str))
         recorded = json.loads(self.options_json.read_text()) if self.options_json.exists() else {}
         before = recorded.get(stage)
-        if started and before is not None and before != options:
+        keys = (set(before or {}) | set(options)) - speed_only
+        if started and before is not None and any(before.get(k) != options.get(k) for k in keys):
             diff = ", ".join(f"{k}={before.get(k)!r} (now {options.get(k)!r})"
-                             for k in sorted(set(before) | set(options)) if before.get(k) != options.get(k))
+                             for k in sorted(keys) if before.get(k) != options.get(k))
             raise RunDirError(f"{self.root} was {stage} with {diff}; resume with the same options "
                               "or give a new --out")
         recorded[stage] = options

@@ -33,6 +33,7 @@ KINDS = frozenset({"start", "collected", "test", "trip", "end"})
 class Stream:
     start: dict | None = None
     collected: list[str] = field(default_factory=list)
+    found: list[str] | None = None  # with `run_only`: every test collected, the deselected too
     collect_errors: list[dict] = field(default_factory=list)
     tests: dict[str, dict] = field(default_factory=dict)  # node id -> {"outcome", "duration"}
     trips: list[str] = field(default_factory=list)  # tampering the run itself saw
@@ -45,7 +46,7 @@ class Channel:
     the run, then `stream()`."""
 
     def __init__(self, sealed: Path, *, added: dict[str, list[int]] | None = None, config: str | None = None,
-                 watch: list[str] | None = None):
+                 watch: list[str] | None = None, run_only: list[str] | None = None):
         self.key = secrets.token_bytes(32)
         self.fifo = sealed / f"channel-{secrets.token_hex(16)}"
         self.spec = sealed / f"spec-{secrets.token_hex(16)}.json"
@@ -53,7 +54,7 @@ class Channel:
         os.chmod(self.fifo, 0o622)  # the sandbox uid writes; nobody but the host reads
         self._fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
         spec = {"channel": str(self.fifo), "key": self.key.hex(), "added": added or {}, "config": config,
-                "watch": watch or []}
+                "watch": watch or [], **({} if run_only is None else {"run_only": run_only})}
         self.spec.write_text(json.dumps(spec))
         os.chmod(self.spec, 0o644)
         self._chunks: list[bytes] = []
@@ -96,7 +97,8 @@ def parse(data: bytes, key: bytes, *, ran: bool = True) -> Stream:
     """Check and read a stream (see the module docstring); never raises on what the sandbox wrote.
     `ran`: the run was to run its tests (not `--collect-only`), so each needs an outcome."""
     mac0 = hmac.new(key, digestmod=hashlib.sha256)
-    got: dict = {"start": None, "collected": [], "collect_errors": [], "tests": {}, "trips": [], "exitstatus": None}
+    got: dict = {"start": None, "collected": [], "found": None, "collect_errors": [], "tests": {}, "trips": [],
+                 "exitstatus": None}
     problem = None
     ended = False
     if len(data) >= MAX_STREAM_BYTES:
@@ -156,7 +158,10 @@ def _take(record: dict, got: dict) -> str | None:
         ids = record.get("ids")
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             return "a malformed collected record"
-        got["collected"], got["known"] = ids, set(ids)
+        found = record.get("found")
+        if found is not None and (not isinstance(found, list) or not all(isinstance(i, str) for i in found)):
+            return "a malformed collected record"
+        got["collected"], got["known"], got["found"] = ids, set(ids), found
         got["collect_errors"] = [e for e in record.get("errors") or [] if isinstance(e, dict)]
     elif kind == "test":
         node, outcome = record.get("id"), record.get("outcome")

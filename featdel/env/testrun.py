@@ -45,6 +45,8 @@ class SuiteRun:
     durations: dict[str, float]
     collected: list[str]
     collect_errors: list[str]
+    # With `RunOptions.run_only`: every test collected (those not run too); else `collected`
+    found: list[str] = field(default_factory=list)
     exit_code: int
     collect_messages: dict[str, str] = field(default_factory=dict)  # node id -> pytest's error text
     report_exitstatus: int | None = None  # what the report says pytest's exit status was
@@ -68,6 +70,9 @@ class RunOptions:
     extra_args: list[str] = field(default_factory=list)
     added: dict[str, list[int]] | None = None  # path -> lines a patch added (the tripwire's attribution)
     watch: list[str] | None = None  # test files whose collected tests must keep their assertions
+    # Collect the whole suite (as `tests=None`) but run only these node ids (`SuiteRun.found`: all
+    # that was collected): verification's build check and its first run in one pytest start
+    run_only: list[str] | None = None
     # Python writes the bytecode it compiles into the tree (featdel.env.bytecode: a trusted run
     # on the original tree, whose pycs later runs reuse); every other run writes none
     write_bytecode: bool = False
@@ -183,7 +188,8 @@ class SuiteRunner:
 
         with self._dirs() as (out_dir, sealed):
             argv, config = _argv(self.env, options, out_dir, tree)
-            with Channel(sealed, added=options.added, config=config, watch=options.watch) as channel:
+            with Channel(sealed, added=options.added, config=config, watch=options.watch,
+                         run_only=options.run_only) as channel:
                 variables = {**self.env.environ(), "HOME": "/tmp", "FEATDEL_SPEC": str(channel.spec)}
                 if options.write_bytecode:
                     variables.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -204,6 +210,7 @@ class SuiteRunner:
             outcomes={k: v["outcome"] for k, v in stream.tests.items()},
             durations={k: v["duration"] for k, v in stream.tests.items()},
             collected=stream.collected,
+            found=stream.collected if stream.found is None else stream.found,
             collect_errors=[e.get("nodeid") or "<session>" for e in errors],
             collect_messages={e.get("nodeid") or "<session>": str(e.get("message", "")) for e in errors},
             exit_code=result.exit_code,
@@ -317,6 +324,9 @@ def _argv(env: Env, options: RunOptions, out_dir: Path, tree: Path | None) -> tu
         pytest_args.append("--collect-only")
     if options.tests is not None and not options.tests:
         raise ValueError("an empty test selection runs nothing; pass None for the whole suite")
+    if options.run_only is not None and (options.tests is not None or options.collect_only or not options.run_only):
+        raise ValueError("run_only collects the whole suite and runs some of it: no `tests`, no collect_only, "
+                         "at least one id")
     host_tree = tree if tree is not None else (None if getattr(env, "in_image", False) else env.src)
     config = None
     if host_tree is not None:

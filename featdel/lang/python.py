@@ -142,6 +142,12 @@ class Python:
         # pytest's baseline collection errors are --ignore'd in the env's test command already
         return build_check(env, collected, tree, runner, deleted_files, deleted_names, allowed_out)
 
+    def build_check_and_run(self, env, collected, tree, runner, deleted_files, deleted_names=frozenset(),
+                            allowed_out=None, baseline_errors=frozenset(), run=None):
+        from featdel.env.buildcheck import check_and_run
+
+        return check_and_run(env, collected, tree, runner, deleted_files, deleted_names, allowed_out, run)
+
     def coverage_map(self, src: Path, package_dirs: list[str], data: Path, allowed: set[str]):
         from featdel.code.coverage_map import build
 

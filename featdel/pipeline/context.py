@@ -112,6 +112,13 @@ class RepoContext:
         return self.lang.build_check(self.env, self.collected, tree, runner, deleted_files, deleted_names, allowed_out,
                                      set(self.baseline.collect_errors))
 
+    def build_check_and_run(self, tree: Path, runner: SuiteRunner, deleted_files: set[str], deleted_names: set[str],
+                            allowed_out: set[str], run):
+        """`build_check`, with `run` (`RunOptions.run_only`) taken by the same test process where
+        the language can: (None or the failure, that run or None)."""
+        return self.lang.build_check_and_run(self.env, self.collected, tree, runner, deleted_files, deleted_names,
+                                             allowed_out, set(self.baseline.collect_errors), run)
+
 
 def _test_imports(original: Path, test_files: set[str]) -> dict[str, tuple[str, ...]]:
     """test module -> every module its import statements may load."""

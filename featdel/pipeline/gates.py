@@ -67,6 +67,7 @@ class Work:
     statement: str = ""
     needles: list[str] = field(default_factory=list)  # the deleted code's distinctive lines
     p2p: list[str] = field(default_factory=list)
+    first: tuple[list[str], SuiteRun] | None = None  # (selection, run): the build check's run took it
 
     @property
     def deleted_files(self) -> set[str]:
@@ -107,6 +108,10 @@ class Work:
         run = self.runner.run_suite(RunOptions(tests=tests, timeout_s=self.timeout(),
                                                extra_args=_continue(self.ctx, self.opts)), tree=tree)
         self.spent.append(run.seconds)
+        return self.judged(run)
+
+    def judged(self, run: SuiteRun) -> SuiteRun:
+        """`run`, unless its tests hung (rejected) or it wrote no full report (broken)."""
         if run.timed_out:  # the code under test hangs (a deletion can make a loop endless): not the sandbox
             raise Rejected("tests.timeout", f"the tests did not finish within {self.timeout():.0f}s")
         if run.broken:
@@ -229,20 +234,43 @@ def parses(w: Work) -> None:
             raise Rejected("build.syntax", f"{path} does not parse after the deletion")
 
 
-def builds(w: Work) -> None:
+def reads(w: Work) -> None:
+    """The original tree and the names the deletion removes, for the gates after this one."""
     w.original = w.ctx.original()
     w.names = removed_names(w.original, w.deletion.files, w.ctx.lang)
-    failed = w.ctx.build_check(w.fresh("build"), w.runner, w.deleted_files, w.names, w.unimportable)
+    w.gone = gone_doctests(w.ctx.collected, w.names)
+
+
+def builds(w: Work) -> None:
+    """The build check. Where the language can (pytest), its collecting run also runs the
+    selection `tests_fail` will take if no test module fails collection: one test process
+    for both, within one test run's timeout (at least 60 s, 10x the baseline suite, which
+    collected the whole suite too), and `tests_fail` takes its outcomes."""
+    tied, sample = _selection(w)
+    run = None
+    if tied and w.opts.merge_first_run:
+        run = RunOptions(run_only=tied + sample, timeout_s=w.timeout(), extra_args=_continue(w.ctx, w.opts))
+    failed, suite = w.ctx.build_check_and_run(w.fresh("build"), w.runner, w.deleted_files, w.names, w.unimportable,
+                                              run)
+    if suite is not None and run is not None:
+        w.spent.append(suite.seconds)
     if failed:
         raise Rejected(*failed)
+    if suite is not None and run is not None and not w.unimportable:
+        w.first = (run.run_only, suite)
+
+
+def _selection(w: Work) -> tuple[list[str], list[str]]:
+    """`select_tests` without the doctests the deletion takes with it."""
+    tied, sample = select_tests(w.ctx, w.deletion, w.opts, w.unimportable)
+    return [t for t in tied if t not in w.gone], [t for t in sample if t not in w.gone]
 
 
 def tied_tests(w: Work) -> None:
-    tied, sample = select_tests(w.ctx, w.deletion, w.opts, w.unimportable)
+    tied, _ = select_tests(w.ctx, w.deletion, w.opts, w.unimportable)
     if not tied:
         raise Rejected("tests.untied", "no passing baseline test executes the deleted code")
-    w.gone = gone_doctests(w.ctx.collected, w.names)
-    w.tied, w.sample = [t for t in tied if t not in w.gone], [t for t in sample if t not in w.gone]
+    w.tied, w.sample = _selection(w)
     if not w.tied:
         raise Rejected("tests.only_own_doctests",
                        f"only the deleted code's own doctests execute it, e.g. {sorted(w.gone)[0]}")
@@ -252,7 +280,10 @@ def tests_fail(w: Work) -> None:
     """F2P candidates: the selected tests the first run fails (or misses). A test it passes can
     never be F2P, so the stub gate and the reruns (`stays_failing`) take only these."""
     selected = w.tied + w.sample
-    first = w.run(w.fresh("run0"), selected)
+    if w.first is not None and w.first[0] == selected:
+        first = w.judged(w.first[1])  # the build check's run took this selection
+    else:
+        first = w.run(w.fresh("run0"), selected)
     failing = [t for t in selected if _fails(first, t)]
     if not failing:
         raise Rejected("tests.none_fail", f"none of the {len(w.tied)} tests tied to the deleted code fails")
@@ -457,5 +488,6 @@ def affected(w: Work) -> tuple[str, ...]:
     return tuple(t for t in w.p2p if t in wanted or t.split("::")[0] in files)
 
 
-GATES = [parses, builds, tied_tests, not_similar, no_leak, tests_fail, stubs_fail, stays_failing, statement_clean,
-         noop_fails, gold_resolves]
+# The rules that run no test come first: a near copy or a leak costs no test run.
+GATES = [parses, reads, not_similar, no_leak, builds, tied_tests, tests_fail, stubs_fail, stays_failing,
+         statement_clean, noop_fails, gold_resolves]

@@ -1,9 +1,11 @@
 """Stage 3, verify: every rule of the validation contract, on the tree a learner will get.
 
 In: a run directory with deletions. Out: one `Verdict` per deletion in `verdicts.jsonl`.
-For each deletion, in order (the first rule that fails ends it, and the verdict names it):
+For each deletion, in order (the first rule that fails ends it, and the verdict names it; the
+tree parses first, then similar and leak, which run no test, then the rest of build):
   build   the start state (snapshot + `git apply deletion_patch`, scrubbed, one commit) parses,
-          imports, and `pytest --collect-only` collects the baseline tests (minus deleted files).
+          imports, and pytest collects the baseline tests (minus deleted files); that run also
+          runs the selection of `tests` (pytest deselects the rest after collecting).
           One exception (featdel.code.gone): a test module whose collection fails only
           because it imports a deleted name (ImportError / AttributeError naming it) is allowed,
           and its baseline-passing tests join the selected tests as F2P candidates; any other
@@ -69,9 +71,17 @@ class VerifyOptions:
     # Full tracebacks in the gates' test runs; False (the default) reports each failure in one
     # line (`Language.quiet_args`): only outcomes are read, and most of these runs fail by design
     tracebacks: bool = False
+    # The build check's collecting run also runs the first selection (featdel.pipeline.gates.builds);
+    # False starts a test process for each, as before
+    merge_first_run: bool = True
 
     def run_timeout(self, ctx: RepoContext) -> float:
         return self.timeout_s or max(60.0, 10 * ctx.record.suite_seconds)
+
+
+# Options that change how fast verification runs, never a verdict (bench/verify_speed.py compares):
+# a run may resume with other values
+SPEED_ONLY = frozenset({"warm_sandbox", "bytecode", "tracebacks", "merge_first_run"})
 
 
 def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOptions,
@@ -195,7 +205,8 @@ def verify_all(run_dir: Path, backend, opts: VerifyOptions = VerifyOptions(), *,
     rd = RunDir(run_dir)
     deletions = rd.deletions()
     done = {v.deletion_id for v in rd.verdicts()}
-    rd.stage_options("verified", dataclasses.asdict(opts), started=any(d.deletion_id in done for d in deletions))
+    rd.stage_options("verified", dataclasses.asdict(opts), started=any(d.deletion_id in done for d in deletions),
+                     speed_only=SPEED_ONLY)
     todo = [d for d in deletions if d.deletion_id not in done]
     for d in deletions:
         if d.deletion_id in done:

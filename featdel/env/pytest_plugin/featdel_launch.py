@@ -226,7 +226,8 @@ def main() -> int:
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     plugin = featdel_report.build(emit, expect_config=spec.get("config"),
                                   env_plugins=plugins, changed_files=added,
-                                  watch_files=[os.path.join(cwd, rel) for rel in spec.get("watch", [])])
+                                  watch_files=[os.path.join(cwd, rel) for rel in spec.get("watch", [])],
+                                  run_only=spec.get("run_only"))
     # From here on the tree is where `python -m pytest` would put it: first on sys.path.
     sys.path[0] = cwd
     args = [arg for name in plugins for arg in ("-p", name)] + sys.argv[1:]

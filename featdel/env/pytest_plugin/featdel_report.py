@@ -19,10 +19,12 @@ This file runs inside the sandbox with the repository's interpreter: standard li
 """
 
 
-def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_files=()):
+def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_files=(), run_only=None):
     """The plugin object for one run (see the module docstring). `changed_files`: the
     absolute paths the patch changed (a plugin module among them is tampering). `watch_files`:
-    test files whose collected functions must still hold their assertions. Everything the
+    test files whose collected functions must still hold their assertions. `run_only`: node ids;
+    every test is collected (the `collected` record's `found` lists them all) and only these
+    run, the others deselected (verification's build check and first run in one start). Everything the
     hooks use is a local of this call (modules included), so no module attribute reaches it."""
     import os
     import sys
@@ -329,7 +331,8 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
     load_assertion = __import__("dis").opmap.get("LOAD_ASSERTION_ERROR", -1)
     defs = _defs(watch_files)
     watched_files = frozenset(watch_files)
-    state = {"tests": {}, "collected": [], "errors": [], "objs": {}, "impls": None, "plugins": None,
+    run_only = None if run_only is None else frozenset(run_only)
+    state = {"tests": {}, "collected": [], "found": None, "errors": [], "objs": {}, "impls": None, "plugins": None,
              "early_impls": set(),
              "tripped": set(), "current": None, "hot": []}
 
@@ -424,13 +427,22 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
             state["errors"].append({"nodeid": report.nodeid, "message": str(report.longrepr)[-2000:]})
 
     @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(session, config, items):
+        state["found"] = [item.nodeid for item in items]
+        dropped = [item for item in items if item.nodeid not in run_only]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if item.nodeid in run_only]
+
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(session):
         state["collected"] = [item.nodeid for item in session.items]
         for item in session.items:
             obj = item.__dict__.get("_obj")
             if obj is not None and type(item).runtest is plain_runtest:
                 state["objs"][item.nodeid] = (obj, getattr(obj, "__code__", None))
-        emit({"kind": "collected", "ids": state["collected"], "errors": state["errors"]})
+        found = {} if state["found"] is None else {"found": state["found"]}
+        emit({"kind": "collected", "ids": state["collected"], "errors": state["errors"], **found})
         # hook implementations added since the first conftest must come from a real file the
         # patch did not change (a conftest is the task's; code built at run time is not a file)
         for impl, path in _impl_files(session.config).items():
@@ -512,6 +524,9 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         check(session.config)
         emit({"kind": "end", "exitstatus": int(exitstatus), "tests": len(state["tests"])})
 
-    return _namespace({name: value for name, value in locals().items() if name.startswith("pytest_")})
+    hooks = {name: value for name, value in locals().items() if name.startswith("pytest_")}
+    if run_only is None:
+        del hooks["pytest_collection_modifyitems"]  # a graded run has exactly the hooks it always had
+    return _namespace(hooks)
 
 
