@@ -325,8 +325,7 @@ def stubs_fail(w: Work) -> None:
         # wiring the deletion cut elsewhere (a re-export, an `__all__` entry) comes back with the
         # stub, else the stub could never be imported and the gate would pass vacuously
         files = {p: t for p, t in variant.files.items() if p in homes or t is None}
-        patch, _ = trees.diff(w.ctx.snapshot, files)
-        tree = w.with_bytecode(trees.start_state(w.ctx.snapshot, patch, w.tmp / f"stub{i}"), set(files))
+        tree = w.with_bytecode(trees.edited_state(w.original, files, w.tmp / f"stub{i}"), set(files))
         run = w.runner.run_suite(RunOptions(tests=left, timeout_s=w.timeout(), extra_args=_continue(w.ctx, w.opts)),
                                  tree=tree)
         w.spent.append(run.seconds)

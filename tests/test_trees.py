@@ -1,0 +1,49 @@
+"""A stub variant's tree is built by writing its files over a copy of the original
+(`trees.edited_state`) instead of making a patch from the snapshot and applying it: the two
+must give the same tree, file for file and directory for directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from featdel.code import trees
+from tests.conftest import make_repo
+
+
+def _layout(tree: Path) -> tuple[str, list[str], dict[str, int]]:
+    dirs, modes = [], {}
+    for dirpath, names, files in os.walk(tree):
+        names[:] = [n for n in names if n != ".git"]
+        rel = Path(dirpath).relative_to(tree).as_posix()
+        dirs.append(rel)
+        modes.update({f"{rel}/{f}": os.lstat(Path(dirpath) / f).st_mode for f in files})
+    return trees.tree_digest(tree), sorted(dirs), modes
+
+
+def test_an_edited_state_is_the_start_state_of_the_same_edits(tmp_path):
+    repo = make_repo(tmp_path / "repo", {
+        "pkg/__init__.py": "from pkg.a import f\n",
+        "pkg/a.py": "def f():\n    return 1\n",
+        "pkg/sub/__init__.py": "X = 1\n",  # its only file goes: the directory goes with it
+        "pkg/deep/er/mod.py": "Y = 2\n",
+        "tools/run.sh": "#!/bin/sh\necho hi\n",
+        "tests/test_a.py": "from pkg import f\n\n\ndef test_f():\n    assert f() == 1\n",
+    })
+    (repo / "tools" / "run.sh").chmod(0o755)
+    import subprocess
+
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "mode"], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+    snapshot = tmp_path / "snap.tar.gz"
+    trees.write_snapshot(repo, head, snapshot)
+    original = trees.extract(snapshot, tmp_path / "original")
+    edits = {"pkg/a.py": "def f():\n    pass\n", "pkg/sub/__init__.py": None, "pkg/deep/er/mod.py": None,
+             "pkg/new.py": "Z = 3\n", "tools/run.sh": "#!/bin/sh\necho bye\n"}
+    patch, _ = trees.diff(snapshot, edits)
+    by_patch = trees.start_state(snapshot, patch, tmp_path / "by-patch")
+    by_edits = trees.edited_state(original, edits, tmp_path / "by-edits")
+    assert _layout(by_edits) == _layout(by_patch)
+    assert not (by_edits / "pkg" / "sub").exists() and not (by_edits / "pkg" / "deep").exists()
+    assert (by_edits / ".git").is_dir() and (original / "pkg" / "sub" / "__init__.py").is_file()  # original untouched
