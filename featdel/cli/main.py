@@ -128,6 +128,7 @@ def delete(
     agent_url: AgentUrl = None,
     agent_model: AgentModel = None,
     agent_turns: AgentTurns = 30,
+    workers: Jobs = 1,
     sandbox: Sandbox = "local",
     unsafe_no_sandbox: Unsafe = False,
     verbose: Verbose = False,
@@ -141,7 +142,7 @@ def delete(
 
       featdel delete runs/a
 
-      featdel delete runs/a -s body -s feature --max-candidates 20 --seed 1
+      featdel delete runs/a -s body -s feature --max-candidates 20 --seed 1 -j 2
 
       featdel delete runs/a -s agent --agent-url http://127.0.0.1:8000/v1 --agent-model NAME --agent-turns 20
     """
@@ -155,7 +156,7 @@ def delete(
         options = _agent_options(agent_url, agent_model, agent_turns, strategy)
         opts = DeleteOptions(strategies=strategy, max_candidates=max_candidates, seed=seed,
                              keep_docstrings=not strip_docstrings, agent=options)
-        n = delete_stage(run_dir, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox), opts)
+        n = delete_stage(run_dir, get_backend(sandbox, unsafe_no_sandbox=unsafe_no_sandbox), opts, jobs=workers)
         typer.echo(f"{n} deletions in {rd.deletions_jsonl}")
 
 

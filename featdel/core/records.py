@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import types
 import typing
 from enum import StrEnum
@@ -163,11 +164,17 @@ def read_jsonl(path: Path, cls: type[T]) -> list[T]:
     return [from_dict(cls, json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
+_APPENDING = threading.Lock()
+
+
 def append_jsonl(path: Path, record: Any) -> None:
-    """Append one record and flush, so a crashed run keeps what it finished."""
+    """Append one record and flush, so a crashed run keeps what it finished. One line at a time
+    in this process: threads (the delete stage's repositories) never interleave two records."""
+    line = to_json(record) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fh.write(to_json(record) + "\n")
+    with _APPENDING, path.open("a") as fh:
+        fh.write(line)
+
 
 
 class VerdictStatus(StrEnum):

@@ -169,21 +169,32 @@ def delete_repo(record: RepoRecord, run_dir: Path, *, plan: Planner, max_candida
 def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable], max_candidates: int,
                strategies: list[str] | None = None, seed: int = 0, keep_docstrings: bool = True,
                strategy_options: dict[str, dict] | None = None, plan: Planner | None = None,
-               on_step: Callable[[str, str], None] = lambda repo, step: None) -> list[Deletion]:
-    """Run `delete_repo` for every mined repo not yet done; return all deletions of the run.
-    `check_for(record)` gives that repo's check factory (see `delete_repo`); `plan` orders the
-    attempts (default: `SeededPlanner` over `strategies`)."""
+               on_step: Callable[[str, str], None] = lambda repo, step: None, jobs: int = 1) -> list[Deletion]:
+    """Run `delete_repo` for every mined repo not yet done, `jobs` repositories at a time (threads:
+    the work is waiting on sandboxed checks); return all deletions of the run. Which deletions a
+    repository gets does not depend on `jobs`, only the order of the lines. `check_for(record)`
+    gives that repo's check factory (see `delete_repo`); `plan` orders the attempts (default:
+    `SeededPlanner` over `strategies`)."""
+    from featdel.core.parallel import thread_map
+
     plan = plan or SeededPlanner(strategies=strategies, max_candidates=max_candidates, seed=seed,
                                  keep_docstrings=keep_docstrings, strategy_options=strategy_options)
     rd = RunDir(run_dir)
     rd.stage_options("deleted", plan.options, started=any(rd.deleted_marker(r.name).exists() for r in rd.mined()))
+    todo = []
     for record in rd.mined():
         if rd.deleted_marker(record.name).exists():
             on_step(record.name, "resumed")
-            continue
+        else:
+            todo.append(record)
+
+    def work(record: RepoRecord) -> str:
         delete_repo(record, run_dir, plan=plan, max_candidates=max_candidates, seed=seed,
                     check_factory=check_for(record), strategy_options=strategy_options, on_step=on_step)
-        on_step(record.name, "done")
+        return record.name
+
+    for name in thread_map(work, todo, jobs):
+        on_step(name, "done")
     return rd.deletions()
 
 

@@ -61,9 +61,10 @@ def mine_stage(entries, run_dir: Path, backend, thresholds, *, jobs: int = 1, ex
                     executor=executor)
 
 
-def delete_stage(run_dir: Path, backend, opts: DeleteOptions, *, plan: Planner | None = None) -> int:
-    """Deletions for every mined repository; returns how many the run holds. `plan`: a steered
-    plan (featdel.curriculum.generate.SteeredPlanner); default the seeded one over `opts`."""
+def delete_stage(run_dir: Path, backend, opts: DeleteOptions, *, plan: Planner | None = None, jobs: int = 1) -> int:
+    """Deletions for every mined repository, `jobs` at a time; returns how many the run holds.
+    `plan`: a steered plan (featdel.curriculum.generate.SteeredPlanner); default the seeded one
+    over `opts`."""
     from featdel.pipeline.context import RepoContext, make_check
     from featdel.pipeline.delete import delete_all
 
@@ -81,7 +82,7 @@ def delete_stage(run_dir: Path, backend, opts: DeleteOptions, *, plan: Planner |
     with StepProgress("deleting", [r.name for r in RunDir(run_dir).mined()]) as progress:
         deletions = delete_all(run_dir, strategies=names, max_candidates=opts.max_candidates, seed=opts.seed,
                                keep_docstrings=opts.keep_docstrings, check_for=check_for, strategy_options=options,
-                               plan=plan, on_step=progress.step)
+                               plan=plan, on_step=progress.step, jobs=jobs)
     return len(deletions)
 
 
@@ -114,7 +115,7 @@ def run(entries, run_dir: Path, backend, *, thresholds, delete: DeleteOptions, v
         from dataclasses import replace
 
         delete = replace(delete, max_candidates=min(delete.max_candidates, max_tasks))
-    delete_stage(run_dir, backend, delete, plan=plan)
+    delete_stage(run_dir, backend, delete, plan=plan, jobs=jobs)
     verdicts = verify_stage(run_dir, backend, verify, executor=executor)
     if after_verify is not None:
         after_verify(run_dir)
