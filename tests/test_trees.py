@@ -47,3 +47,23 @@ def test_an_edited_state_is_the_start_state_of_the_same_edits(tmp_path):
     assert _layout(by_edits) == _layout(by_patch)
     assert not (by_edits / "pkg" / "sub").exists() and not (by_edits / "pkg" / "deep").exists()
     assert (by_edits / ".git").is_dir() and (original / "pkg" / "sub" / "__init__.py").is_file()  # original untouched
+
+
+def test_a_kept_start_state_is_copied_never_shared_and_follows_its_snapshot(tmp_path):
+    """featdel.code.starts: the same tree as a build, a fresh copy for every caller (one that
+    writes to its copy changes no other), and a snapshot replaced at the same path is rebuilt."""
+    from featdel.code import starts
+
+    repo = make_repo(tmp_path / "repo", {"pkg/a.py": "def f():\n    return 1\n", "tests/test_a.py": "X = 1\n"})
+    snapshot = tmp_path / "snap.tar.gz"
+    trees.write_snapshot(repo, "HEAD", snapshot)
+    patch, _ = trees.diff(snapshot, {"pkg/a.py": "def f():\n    pass\n"})
+    built = trees.start_state(snapshot, patch, tmp_path / "built")
+    first = starts.start_state(snapshot, patch, tmp_path / "first")
+    (first / "pkg" / "a.py").write_text("tampered\n")
+    second = starts.start_state(snapshot, patch, tmp_path / "second")
+    assert _layout(second) == _layout(built) != _layout(first)
+    repo_b = make_repo(tmp_path / "repo-b", {"pkg/a.py": "def f():\n    return 2\n", "tests/test_a.py": "X = 1\n"})
+    trees.write_snapshot(repo_b, "HEAD", tmp_path / "snap-b.tar.gz")
+    os.replace(tmp_path / "snap-b.tar.gz", snapshot)  # another snapshot at the same path
+    assert "return 2" in starts.start_state(snapshot, "", tmp_path / "third").joinpath("pkg", "a.py").read_text()

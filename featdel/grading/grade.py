@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from featdel.code import trees
+from featdel.code import starts, trees
 from featdel.code.literals import HELD_OUT
 from featdel.code.spans import is_doctest, is_test_path
 from featdel.core.errors import SandboxError
@@ -172,7 +172,7 @@ def _grade(task: GradeTask, patch: str, backend, tmp: Path, allow_suspect: bool,
     if len(patch.encode()) > MAX_PATCH_BYTES:
         return GradeResult(**base, status=GradeStatus.PATCH_FAILED, reward=0.0,
                            reason=f"the patch is over {MAX_PATCH_BYTES >> 20} MiB"), {}
-    start = trees.start_state(task.snapshot, task.deletion_patch, tmp / "start")
+    start = starts.start_state(task.snapshot, task.deletion_patch, tmp / "start")
     learner = trees.copy_tree(start, tmp / "learner")
     if patch.strip():
         try:
@@ -272,7 +272,7 @@ def _reference_answers(task: GradeTask, backend, runner, tmp: Path) -> list:
     key = (task.instance_id, str(task.snapshot), task.deletion_patch, task.gold_patch, task.test_patch, task.image)
     if key in _ANSWERS:
         return _ANSWERS[key]
-    reference = trees.start_state(task.snapshot, task.deletion_patch, tmp / "reference")
+    reference = starts.start_state(task.snapshot, task.deletion_patch, tmp / "reference")
     try:
         trees.apply_patch(reference, task.gold_patch)
         if task.test_patch:
@@ -305,7 +305,7 @@ def _without_patch(task: GradeTask, backend, runner, tmp: Path, base: dict, why:
     """The patched run broke (no complete report, or the sandbox failed): the patch's fault,
     `unresolved`, unless the unpatched start state breaks too, which alone is `broken`."""
     try:
-        clean = trees.start_state(task.snapshot, task.deletion_patch, tmp / "clean")
+        clean = starts.start_state(task.snapshot, task.deletion_patch, tmp / "clean")
         if task.test_patch:
             trees.apply_patch(clean, task.test_patch)
         unpatched = _run(task, clean, backend, runner)

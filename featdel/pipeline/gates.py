@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from featdel.code import exposure, leaks, trees
+from featdel.code import exposure, leaks, starts, trees
 from featdel.code.spans import is_doctest
 from featdel.core.records import Deletion, Outcome
 from featdel.deletion import quality, statement
@@ -81,7 +81,7 @@ class Work:
         test it, not the start state to audit or hash."""
         pristine = self.tmp / "pristine"
         if not pristine.exists():
-            trees.start_state(self.ctx.snapshot, self.deletion_patch, pristine)
+            starts.start_state(self.ctx.snapshot, self.deletion_patch, pristine)  # the grader's runs copy it too
         if not bytecode or not self.opts.bytecode:
             return trees.copy_tree(pristine, self.tmp / name)
         compiled = self.tmp / "pristine-compiled"
