@@ -4,7 +4,7 @@ A stub variant is a complete edit set of the original tree that parses, differs 
 only inside the deleted symbols' bodies (decorators, signatures and, when the task keeps them,
 docstrings intact; a deleted class keeps its class-level statements and has every method body
 trivial), leaves every other edit of the deletion as the deletion made it, and has a body that
-is `pass`, `return None`, `return <first argument>` or one that returns an object equal to
+is `pass`, `return <first argument>` or one that returns an object equal to
 anything (tests/test_stub_equal.py); identical variants are dropped, and a removed file gives
 none. Similarity scores a renamed copy left in the start state at or above `MAX_SIMILARITY`,
 unrelated code well below it, and trivial code 0. The statement shows each
@@ -166,29 +166,28 @@ def test_the_three_bodies_keep_docstring_and_comments_go(repo):
     d = deletion(repo, "area", "function", "body")
     variants = check_variants(repo, d)
     # `w * h` has no obvious type: an untyped equal-to-anything body, and no typed one
-    assert [v.label for v in variants] == ["pass", "return None", "return first argument", "equal_anything"]
+    assert [v.label for v in variants] == ["pass", "return first argument", "equal_anything"]
     texts = [v.files["pkg/core.py"] for v in variants]
-    for text, body in zip(texts, ["pass", "return None", "return w"]):
+    for text, body in zip(texts, ["pass", "return w"]):
         assert f'def area(w, h):\n    """Area of a rectangle."""\n    {body}\n\n\ndef inline' in text
 
 
 def test_decorators_multiline_headers_inline_bodies_and_stars(repo):
     d = deletion(repo, "cached", "function", "body")
-    text = check_variants(repo, d)[2].files["pkg/core.py"]
+    text = check_variants(repo, d)[1].files["pkg/core.py"]
     assert '@functools.lru_cache(maxsize=None)\ndef cached(\n    x,\n    y=2,\n):\n    """Cached."""\n    return x\n' in text
     inline = check_variants(repo, deletion(repo, "inline", "function", "body"))
-    assert [v.files["pkg/core.py"].count("def inline(x): " + b) for v, b in zip(inline, ["pass", "return None",
-                                                                                           "return x"])] == [1, 1, 1]
+    assert [v.files["pkg/core.py"].count("def inline(x): " + b) for v, b in zip(inline, ["pass", "return x"])] == [1, 1]
     fetch = check_variants(repo, deletion(repo, "fetch", "function", "function"))
-    assert body_lines(fetch[2].files["pkg/core.py"], "pkg/core.py", "fetch") == ["return urls"]
-    assert fetch[2].files["pkg/core.py"] == CORE, "here a trivial body is the answer: the gate's case"
+    assert body_lines(fetch[1].files["pkg/core.py"], "pkg/core.py", "fetch") == ["return urls"]
+    assert fetch[1].files["pkg/core.py"] == CORE, "here a trivial body is the answer: the gate's case"
     make = check_variants(repo, deletion(repo, "Shape.make", "method", "method"))
-    assert "    @staticmethod\n    def make(*args, **kw):\n        return args\n" in make[2].files["pkg/core.py"]
+    assert "    @staticmethod\n    def make(*args, **kw):\n        return args\n" in make[1].files["pkg/core.py"]
     # a method's first parameter is skipped whatever its name; a function's `cls` is an argument
     build = check_variants(repo, deletion(repo, "Shape.build", "method", "body"))
-    assert body_lines(build[2].files["pkg/core.py"], "pkg/core.py", "Shape.build") == ["return n"]
+    assert body_lines(build[1].files["pkg/core.py"], "pkg/core.py", "Shape.build") == ["return n"]
     decorate = check_variants(repo, deletion(repo, "decorate", "function", "body"))
-    assert body_lines(decorate[2].files["pkg/core.py"], "pkg/core.py", "decorate") == ["return cls"]
+    assert body_lines(decorate[1].files["pkg/core.py"], "pkg/core.py", "decorate") == ["return cls"]
 
 
 def test_docstring_goes_when_the_task_strips_it(repo):
@@ -205,7 +204,7 @@ def test_property_getter_and_setter_and_a_method_with_no_argument(repo):
     assert body_lines(first, "pkg/core.py", "Shape.size") == ["pass", "return value"]
     assert '    @property\n    def size(self):\n        """The size."""\n        pass\n' in first
     solo = quality.stub_variants(repo, deletion(repo, "Shape.Inner.go", "method", "method"))
-    assert [v.label for v in solo][:2] == ["pass", "return None"]
+    assert [v.label for v in solo][:1] == ["pass"]
     assert "return first argument" not in [v.label for v in solo], "`return <nothing>` equals `pass`: dropped"
 
 
@@ -213,10 +212,10 @@ def test_a_deleted_class_is_back_with_trivial_methods_and_its_attributes(repo):
     d = deletion(repo, "Shape", "class", "class")
     assert "pkg/core.py::Shape.Inner.go" in d.deleted_symbols
     variants = check_variants(repo, d)
-    none = variants[1].files["pkg/core.py"]
-    assert '    """A shape."""\n\n    sides = 3\n\n    def __init__(self, n):\n        return None\n' in none
-    assert "        def go(self):\n            return None\n" in none
-    first = variants[2].files["pkg/core.py"]
+    plain = variants[0].files["pkg/core.py"]
+    assert '    """A shape."""\n\n    sides = 3\n\n    def __init__(self, n):\n        pass\n' in plain
+    assert "        def go(self):\n            pass\n" in plain
+    first = variants[1].files["pkg/core.py"]
     assert "    def __init__(self, n):\n        pass\n" in first, "__init__ must not return a value"
     error = check_variants(repo, deletion(repo, "Error", "class", "class"))
     assert [v.label for v in error] == ["pass"]

@@ -41,7 +41,9 @@ from featdel.lang.base import EditRefused
 
 MAX_SIMILARITY = 0.9  # the verify stage rejects a task whose score is at or above it
 MIN_TOKENS = 20  # bodies shorter than this (about three short lines) are never compared
-PYTHON_LABELS = ("pass", "return None", "return first argument", *EQUAL_LABELS)
+# No `return None`: a body of `pass` returns None too, in a function, a method, a generator or a
+# coroutine alike, so that variant could only fail every test `pass` failed, one test run later.
+PYTHON_LABELS = ("pass", "return first argument", *EQUAL_LABELS)
 # every language's labels, Python's first: the verify stage orders what it reports by this
 LABELS = tuple(dict.fromkeys([*PYTHON_LABELS, *(label for lang in LANGUAGES.values() if lang.edits
                                                 for label in lang.edits.labels)]))
