@@ -110,6 +110,10 @@ class SeededPlanner:
         return [Attempt(candidate=c, strategy=name, keep_docstrings=self.keep_docstrings) for c, name in pairs]
 
 
+# The verdicts the delete stage itself writes (a candidate rolled back, a refusal, a crash).
+_DELETE_RULES = frozenset({"build.rolled_back", "delete.refused", "delete.crash"})
+
+
 def delete_repo(record: RepoRecord, run_dir: Path, *, plan: Planner, max_candidates: int, seed: int,
                 check_factory: Callable[[Path], Callable], bounds: Bounds = Bounds(),
                 strategy_options: dict[str, dict] | None = None,
@@ -125,6 +129,10 @@ def delete_repo(record: RepoRecord, run_dir: Path, *, plan: Planner, max_candida
     pool = candidates(record, CoverageMap.load(rd.coverage(record.name)), bounds)
     made: list[Deletion] = []
     seen: set[str] = set()
+    # What an interrupted earlier call decided for this repository: the attempts replay in the
+    # same order, and what was written is counted again, never written twice.
+    written = {d.deletion_id: d for d in rd.deletions() if d.repo == record.name}
+    decided = {v.deletion_id: v.rule for v in rd.verdicts() if v.repo == record.name and v.rule in _DELETE_RULES}
     with tempfile.TemporaryDirectory(prefix="featdel-orig-") as tmp:
         original = extract(rd.snapshot(record.name), Path(tmp) / "orig")
         on_step(record.name, "planning")
@@ -139,6 +147,13 @@ def delete_repo(record: RepoRecord, run_dir: Path, *, plan: Planner, max_candida
             target = f"{cand.path}::{cand.qualname}"
             base = dict(deletion_id=deletion_id(record.name, name, target, attempt.keep_docstrings),
                         repo=record.name, strategy=name, target=target)
+            if base["deletion_id"] in written and base["deletion_id"] not in seen:
+                seen.add(base["deletion_id"])
+                made.append(written[base["deletion_id"]])
+                continue
+            if base["deletion_id"] in decided:
+                rolled += decided[base["deletion_id"]] == "build.rolled_back"
+                continue
             try:
                 deletion = delete(original, cand, name, check=check, keep_docstrings=attempt.keep_docstrings,
                                   seed=seed, options=strategy_options)
@@ -158,6 +173,9 @@ def delete_repo(record: RepoRecord, run_dir: Path, *, plan: Planner, max_candida
             if deletion.deletion_id in seen:
                 continue  # a feature deletion can cover a later candidate exactly
             seen.add(deletion.deletion_id)
+            if deletion.deletion_id in written:  # made before the interruption, under another attempt's id
+                made.append(deletion)
+                continue
             rd.add_deletion(deletion)
             if attempt.steering is not None:
                 rd.add_steering(replace(attempt.steering, deletion_id=deletion.deletion_id))
