@@ -299,9 +299,9 @@ class Language(Protocol):
                             baseline_errors: set[str] = frozenset(), run=None):
         """`build_check`, and the run of `run` (a `RunOptions` with `run_only`) from the same
         test process where the runner can collect everything and run some (pytest): (None or
-        the failure, that run or None). Here: the build check alone, the run left to the caller."""
-        return self.build_check(env, collected, tree, runner, deleted_files, deleted_names, allowed_out,
-                                baseline_errors), None
+        the failure, that run or None); a language that cannot returns `(build_check(...), None)`
+        and the caller starts the run itself."""
+        ...
 
     def coverage_map(self, src: Path, package_dirs: list[str], data: Path, allowed: set[str]) -> CoverageMap:
         """Which allowed tests run each symbol's body, from the coverage data a run left at `data`."""

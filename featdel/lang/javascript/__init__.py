@@ -250,6 +250,12 @@ class JavaScript:
         return buildcheck.build_check(env, collected, tree, runner, deleted_files, deleted_names, allowed_out,
                                       baseline_errors)
 
+    def build_check_and_run(self, env, collected, tree, runner, deleted_files, deleted_names=frozenset(),
+                            allowed_out=None, baseline_errors=frozenset(), run=None):
+        # mocha, vitest and node --test list tests in their own run: the first selection runs apart
+        return self.build_check(env, collected, tree, runner, deleted_files, deleted_names, allowed_out,
+                                baseline_errors), None
+
     def coverage_map(self, src: Path, package_dirs: list[str], data: Path, allowed: set[str]):
         from featdel.lang.javascript import coverage
 
