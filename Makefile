@@ -23,14 +23,9 @@ demo: venv
 	bash .ci/setup demo
 	$(BIN)/featdel run --corpus corpora/default.toml --out $(DEMO_OUT) --max-candidates 6
 
-# Two pytest workers (pytest-xdist), each test file whole on one of them so that its module
-# fixtures are built once: most of the suite waits on sandboxes, Docker and model servers, so
-# two workers on a 2-core CI machine take about two thirds of the time of one. TEST_JOBS=1 runs serially.
-TEST_JOBS ?= 2
-
 test: venv
 	bash .ci/setup test
-	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist loadfile
+	$(BIN)/python -m pytest -q
 
 clean:
 	rm -rf $(VENV) runs
