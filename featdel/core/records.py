@@ -176,7 +176,6 @@ def append_jsonl(path: Path, record: Any) -> None:
         fh.write(line)
 
 
-
 class VerdictStatus(StrEnum):
     VERIFIED = "verified"  # every rule held: a task
     REJECTED = "rejected"  # the deletion or the tests did not behave (`rule` says which)

@@ -246,7 +246,7 @@ def builds(w: Work) -> None:
     selection `tests_fail` will take if no test module fails collection: one test process
     for both, within one test run's timeout (at least 60 s, 10x the baseline suite, which
     collected the whole suite too), and `tests_fail` takes its outcomes."""
-    tied, sample = _selection(w)
+    tied, sample = _without_gone(w, *select_tests(w.ctx, w.deletion, w.opts, w.unimportable))
     run = None
     if tied and w.opts.merge_first_run:
         run = RunOptions(run_only=tied + sample, timeout_s=w.timeout(), extra_args=_continue(w.ctx, w.opts))
@@ -260,17 +260,16 @@ def builds(w: Work) -> None:
         w.first = (run.run_only, suite)
 
 
-def _selection(w: Work) -> tuple[list[str], list[str]]:
-    """`select_tests` without the doctests the deletion takes with it."""
-    tied, sample = select_tests(w.ctx, w.deletion, w.opts, w.unimportable)
+def _without_gone(w: Work, tied: list[str], sample: list[str]) -> tuple[list[str], list[str]]:
+    """`select_tests`'s lists without the doctests the deletion takes with it."""
     return [t for t in tied if t not in w.gone], [t for t in sample if t not in w.gone]
 
 
 def tied_tests(w: Work) -> None:
-    tied, _ = select_tests(w.ctx, w.deletion, w.opts, w.unimportable)
+    tied, sample = select_tests(w.ctx, w.deletion, w.opts, w.unimportable)
     if not tied:
         raise Rejected("tests.untied", "no passing baseline test executes the deleted code")
-    w.tied, w.sample = _selection(w)
+    w.tied, w.sample = _without_gone(w, tied, sample)
     if not w.tied:
         raise Rejected("tests.only_own_doctests",
                        f"only the deleted code's own doctests execute it, e.g. {sorted(w.gone)[0]}")

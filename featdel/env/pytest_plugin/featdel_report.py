@@ -429,10 +429,10 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(session, config, items):
         state["found"] = [item.nodeid for item in items]
-        dropped = [item for item in items if item.nodeid not in run_only]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if item.nodeid in run_only]
+        kept = [item for item in items if item.nodeid in run_only]
+        if len(kept) < len(items):
+            config.hook.pytest_deselected(items=[item for item in items if item.nodeid not in run_only])
+            items[:] = kept
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(session):
