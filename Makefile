@@ -25,7 +25,7 @@ demo: venv
 
 test: venv
 	bash .ci/setup test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2
 
 clean:
 	rm -rf $(VENV) runs

@@ -6,6 +6,7 @@ pipeline tests is built once per session and shared; tests that modify a tree wo
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from pathlib import Path
@@ -13,6 +14,30 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs two pytest-xdist workers: each file runs whole on one worker (its module
+    fixtures are built once), and every file with a test marked `docker` runs on the same worker,
+    because the SWE-bench harness lists all of the engine's containers and inspects each, so a
+    container that the other worker removes in between fails it. (`--dist loadgroup` would say
+    this with marks, but pytest-xdist 3.8 renames node ids that pytest 9.2 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = Path(str(config.rootpath))
+
+    class DockerFilesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0]
+            return "docker" if _marks_docker(root / path) else path
+
+    return DockerFilesTogether(config, log)
+
+
+@functools.cache
+def _marks_docker(path: Path) -> bool:
+    return path.suffix == ".py" and "mark.docker" in path.read_text()
 
 
 def make_repo(root: Path, files: dict[str, str], *, commit: bool = True) -> Path:

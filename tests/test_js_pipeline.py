@@ -270,6 +270,7 @@ def test_in_process_result_flips_earn_nothing_on_vitest(ts_run, backend, tmp_pat
     assert grade(task, patch, backend).status == "suspect"  # and the scan alone stops it: a built import
 
 
+@pytest.mark.docker
 def test_a_js_env_built_only_locally_is_refused_in_one_line_by_docker_grading(mocha_run, tmp_path):
     """The base image has no node: grading a locally mined JS task there would report the empty
     patch and gold alike as `broken` (exec /usr/bin/node: no such file); it says what to run.
