@@ -86,3 +86,30 @@ def test_a_stage_killed_inside_a_repository_resumes_without_writing_anything_twi
     assert 0 < len(lines(cut)) < len(lines(whole))  # killed with part of a repository written
     delete(cut, local_backend)
     assert lines(cut) == lines(whole)
+
+
+def test_two_candidates_of_one_name_are_tried_once(mined, tmp_path, local_backend):
+    """A property's getter and setter are two candidates with one target, so one deletion id: the
+    second must not be tried again, or its refusal or rollback is written twice (semver 3.0.2's
+    `Version.minor` was, in a corpus run)."""
+    from dataclasses import dataclass
+
+    from featdel.pipeline.delete import SeededPlanner
+
+    src, _ = mined
+    seeded = SeededPlanner(strategies=STRATEGIES, max_candidates=4)
+
+    @dataclass(frozen=True)
+    class Twice:  # every attempt of the seeded plan, each followed by its twin
+        options = seeded.options
+
+        def __call__(self, record, original, pool):
+            return [a for attempt in seeded(record, original, pool) for a in (attempt, attempt)]
+
+    once = shutil.copytree(src, tmp_path / "once")
+    delete(once, local_backend, plan=seeded)
+    twice = shutil.copytree(src, tmp_path / "twice")
+    delete(twice, local_backend, plan=Twice())
+    verdicts = [json.loads(x) for x in RunDir(twice).verdicts_jsonl.read_text().splitlines()]
+    assert verdicts, "no refusal or rollback to write twice: the test would prove nothing"
+    assert lines(twice) == lines(once)

@@ -129,6 +129,7 @@ def delete_repo(record: RepoRecord, run_dir: Path, *, plan: Planner, max_candida
     pool = candidates(record, CoverageMap.load(rd.coverage(record.name)), bounds)
     made: list[Deletion] = []
     seen: set[str] = set()
+    tried: set[str] = set()  # attempt ids: one verdict per id, however many candidates share it
     # What an interrupted earlier call decided for this repository: the attempts replay in the
     # same order, and what was written is counted again, never written twice.
     written = {d.deletion_id: d for d in rd.deletions() if d.repo == record.name}
@@ -147,6 +148,9 @@ def delete_repo(record: RepoRecord, run_dir: Path, *, plan: Planner, max_candida
             target = f"{cand.path}::{cand.qualname}"
             base = dict(deletion_id=deletion_id(record.name, name, target, attempt.keep_docstrings),
                         repo=record.name, strategy=name, target=target)
+            if base["deletion_id"] in tried:  # two candidates of one name (a property's getter and setter)
+                continue
+            tried.add(base["deletion_id"])
             if base["deletion_id"] in written and base["deletion_id"] not in seen:
                 seen.add(base["deletion_id"])
                 made.append(written[base["deletion_id"]])
