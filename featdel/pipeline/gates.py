@@ -23,14 +23,12 @@ from featdel.grading import canaries
 from featdel.grading.grade import GradeStatus, GradeTask, grade
 from featdel.pipeline.context import Broke, RepoContext, removed_names
 
-# An allowed module that fails collection must not stop the other selected tests from running
-# (pytest's flag; the language says what its runner needs: featdel.lang.base.Language.continue_args).
-CONTINUE = ["--continue-on-collection-errors"]
-
 
 def _continue(ctx: RepoContext, opts) -> list[str]:
-    """The gates' runner arguments: past a module that fails to load, and (unless the options
-    ask for tracebacks) a failure in one line."""
+    """The gates' runner arguments: past a module that fails to load, so an allowed module that
+    fails collection does not stop the other selected tests (the language's flag:
+    featdel.lang.base.Language.continue_args), and (unless the options ask for tracebacks) a
+    failure in one line."""
     quiet = () if opts.tracebacks else ctx.lang.quiet_args
     return [*ctx.lang.continue_args, *quiet]
 
