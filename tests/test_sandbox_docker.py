@@ -59,6 +59,22 @@ def _reused_and_reset(docker_sb):
     assert docker_sb._container.id == first
 
 
+def test_a_command_runc_could_not_start_is_tried_once_more_after_a_sweep(docker_sb):
+    """What one command leaves behind (a fork bomb's processes or zombies) can make runc fail to
+    start the next: `OCI runtime exec failed`. That is not the next command's failure, so the
+    container is swept (every leftover killed) and the command tried once more; failing twice is
+    the sandbox's failure. Here the command says so itself, its first time only; a sleeper left
+    by an earlier command shows that the sweep ran."""
+    assert docker_sb.run(["sh", "-c", "sleep 300 >/dev/null 2>&1 &"]).ok
+    said = "OCI runtime exec failed: exec failed: unable to start container process: read init-p: reset"
+    once = ("if [ -e /tmp/tried ]; then for d in /proc/[0-9]*; do cat $d/comm; done; exit 0; fi; "
+            f"touch /tmp/tried; echo '{said}'; exit 126")
+    r = docker_sb.run(["sh", "-c", once])
+    assert r.ok and r.stdout.split().count("sleep") == 1, r  # the container's own sleep only
+    with pytest.raises(SandboxError, match="docker could not start the command"):
+        docker_sb.run(["sh", "-c", f"echo '{said}'; exit 126"])
+
+
 def test_root_is_read_only_and_tmp_is_writable(docker_sb):
     assert docker_sb.run(["touch", "/usr/evil"]).exit_code != 0
     assert docker_sb.run(["touch", "/etc/evil"]).exit_code != 0

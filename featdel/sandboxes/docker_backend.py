@@ -49,6 +49,10 @@ _WIPE = "find /tmp /var/tmp /run -xdev -mindepth 1 -delete 2>/dev/null; exit 0"
 _COVER = "ro,nosuid,nodev,noexec,mode=0755"
 
 
+class _NotStarted(SandboxError):
+    """runc could not start the command (`OCI runtime exec failed`, not a missing program)."""
+
+
 class DockerBackend:
     name = "docker"
 
@@ -212,6 +216,16 @@ class DockerSandbox:
         if not argv:
             raise SandboxError("empty command: give the program and its arguments")
         limits = limits or self.spec.limits
+        try:
+            return self._run_once(argv, cwd, env, limits, on_output)
+        except _NotStarted:
+            # What an earlier command left behind (a fork bomb's processes, zombies not yet reaped)
+            # can keep runc from starting this one: that is not this command's failure. Clear the
+            # container (or replace it) and try once more; a second failure is the sandbox's.
+            self._sweep()
+            return self._run_once(argv, cwd, env, limits, on_output)
+
+    def _run_once(self, argv, cwd, env, limits: Limits, on_output: OutputSink | None) -> RunResult:
         api = self._client.api
         out, err = CappedBuffer(limits.output_cap_bytes), CappedBuffer(limits.output_cap_bytes)
         start = time.monotonic()
@@ -257,7 +271,7 @@ class DockerSandbox:
         said = out.text() + err.text()
         if code in (126, 127) and said.startswith("OCI runtime exec failed"):
             if "executable file not found" not in said and "no such file" not in said:
-                raise SandboxError(f"docker could not start the command: {said.strip()[:300]}")
+                raise _NotStarted(f"docker could not start the command: {said.strip()[:300]}")
             code = 127  # a missing program; a shell would say 127 too
         return RunResult(
             argv=tuple(argv), exit_code=code, stdout=out.text(), stderr=err.text(),
