@@ -26,6 +26,20 @@ def test_needles_are_distinctive_deleted_lines(tmp_path):
     assert "return y + 1" not in found
 
 
+def test_a_long_line_kept_inside_a_longer_line_is_no_needle(tmp_path):
+    """The audit finds a long needle inside longer lines too (in bytecode, in git objects), so a
+    deleted line that the kept code holds inside a longer one is not distinctive: it would find
+    the kept line, in the start state and in its git objects. click 8.1.7 lost candidates so."""
+    removed = "def complete(names, incomplete):\n    return [n for n in names\n            if n.startswith(incomplete)\n            and not n.startswith('_')]\n"
+    kept = "def visible(names, incomplete):\n    for n in names:\n        if n.startswith(incomplete):\n            yield n\n"
+    orig = make_repo(tmp_path / "orig", {"pkg/__init__.py": "", "pkg/mod.py": removed + "\n\n" + kept}, commit=False)
+    found = leaks.needles([removed], orig, {"pkg/mod.py": kept})
+    assert "if n.startswith(incomplete)" not in found and "and not n.startswith('_')]" in found
+    start = make_repo(tmp_path / "start", {"pkg/__init__.py": "", "pkg/mod.py": kept})
+    assert leaks.audit(found, [start]) is None
+    assert leaks.audit(found, [make_repo(tmp_path / "copy", {"pkg/mod.py": removed + kept})])  # a copy still is one
+
+
 def test_clean_start_state_passes(tmp_path):
     orig = original(tmp_path)
     start = make_repo(tmp_path / "start", {"pkg/__init__.py": "", "pkg/mod.py": OTHER})
