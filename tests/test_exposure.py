@@ -69,3 +69,40 @@ def test_the_interpreter_prefix_is_searched_inside_its_bundled_wheels():
         pytest.skip("this interpreter ships no bundled wheels (Debian's); pyenv and python.org's do")
     found = exposure.audit([_root(prefix)], NEEDLES, ["more_itertools"])
     assert found and "setuptools" in found
+
+
+def test_a_package_of_the_same_name_that_shares_no_module_is_another_package(tmp_path):
+    """click's environment holds `pallets_sphinx_themes/themes/click` (__init__.py, domain.py), a
+    Sphinx theme: no copy of click, whose package has core.py, types.py and more. A vendored copy
+    keeps the module names and is found, in a directory or a wheel; so is any place of the name
+    when the repository's package is one module, or only an __init__.py."""
+    own = {"tinylib": frozenset({"__init__.py", "core.py", "types.py"})}
+    theme = tmp_path / "t" / "themes" / "tinylib"
+    theme.mkdir(parents=True)
+    (theme / "__init__.py").write_text("")
+    (theme / "domain.py").write_text("")
+    assert exposure.audit([_root(tmp_path / "t")], NEEDLES, own) is None
+    assert exposure.audit([_root(tmp_path / "t")], NEEDLES, ["tinylib"]) is not None  # bare names: any place
+    assert exposure.audit([_root(tmp_path / "t")], NEEDLES, {"tinylib": frozenset({"__init__.py"})}) is not None
+    vendored = tmp_path / "t" / "_vendor" / "tinylib"
+    vendored.mkdir(parents=True)
+    for name in ("__init__.py", "core.py"):
+        (vendored / name).write_text("")
+    exposure.forget()  # the root changed
+    assert "_vendor/tinylib" in exposure.audit([_root(tmp_path / "t")], NEEDLES, own)
+    wheel = tmp_path / "w" / "bundle.whl"
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("themes/tinylib/__init__.py", "")
+        zf.writestr("vendored/tinylib/__init__.py", "")
+        zf.writestr("vendored/tinylib/types.py", "")
+    assert "bundle.whl!vendored/tinylib/__init__.py" in exposure.audit([_root(tmp_path / "w")], NEEDLES, own)
+
+
+def test_package_files_reads_the_repository_s_modules(tmp_path):
+    (tmp_path / "src" / "tinylib").mkdir(parents=True)
+    for name in ("__init__.py", "core.py", "data.txt"):
+        (tmp_path / "src" / "tinylib" / name).write_text("")
+    (tmp_path / "tinymod.py").write_text("")
+    assert exposure.package_files(tmp_path, ["src/tinylib", "tinymod.py"]) == {
+        "tinylib": frozenset({"__init__.py", "core.py"}), "tinymod": frozenset()}

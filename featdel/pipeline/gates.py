@@ -411,7 +411,7 @@ def _exposed(w: Work, start: Path, needles: list[str]) -> str | None:
         # node_modules (a dependency that depends back on it, a nested install)
         copy = _installed_copy(env, start)
         return copy or exposure.audit(roots, needles, [])
-    return exposure.audit(roots, needles, exposure.package_names(env.recipe.package_dirs))
+    return exposure.audit(roots, needles, exposure.package_files(w.original, env.recipe.package_dirs))
 
 
 def _installed_copy(env, start: Path) -> str | None:
