@@ -85,9 +85,11 @@ SPEED_ONLY = frozenset({"warm_sandbox", "bytecode", "tracebacks", "merge_first_r
 
 
 def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOptions,
-               runner: SuiteRunner | None = None) -> Verdict:
+               runner: SuiteRunner | None = None, *, until: str | None = None) -> Verdict:
     """Run every gate on one deletion; the first that fails names the verdict. `runner`: an open
-    runner of `ctx`'s env to reuse (its warm sandbox is reset after every run); default: a new one."""
+    runner of `ctx`'s env to reuse (its warm sandbox is reset after every run); default: a new one.
+    `until`: stop after the gate of that name (benches that re-judge one rule); a deletion that
+    passes it is `verified` at stage `until`, a verdict for a bench, never for a run."""
     from featdel.code import trees
 
     base = dict(deletion_id=deletion.deletion_id, repo=deletion.repo, strategy=deletion.strategy,
@@ -102,6 +104,9 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
             w.deletion_patch, w.patch = trees.diff(ctx.snapshot, deletion.files)
             for gate in GATES:
                 gate(w)
+                if gate.__name__ == until:
+                    return Verdict(**base, status=VerdictStatus.VERIFIED, stage=until, rule=until,
+                                   test_seconds=sum(spent))
     except Rejected as exc:
         return Verdict(**base, status=VerdictStatus.REJECTED, stage=exc.stage, rule=exc.rule, reason=str(exc),
                        test_seconds=sum(spent))
