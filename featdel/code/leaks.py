@@ -63,8 +63,10 @@ def needles(removed: list[str], original: Path, kept_files: dict[str, str | None
     # `audit` also looks for a long needle inside longer lines, so it must be as rare there: the
     # deleted `if name.startswith(incomplete)` is no copy of itself in a kept
     # `if name.startswith(incomplete):`, which the start state holds on purpose.
-    whole, cut = "\n".join(texts), "\n".join(removed)
-    return sorted(ln for ln in found if len(ln) < LONG_NEEDLE or whole.count(ln) <= cut.count(ln))
+    def count(ln: str, where: list[str]) -> int:
+        return sum(text.count(ln) for text in where)
+
+    return sorted(ln for ln in found if len(ln) < LONG_NEEDLE or count(ln, texts) <= count(ln, removed))
 
 
 LONG_NEEDLE = 24  # long enough to search for inside binary data and within other lines
