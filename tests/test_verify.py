@@ -463,3 +463,59 @@ def test_a_malformed_list_of_what_was_collected_voids_the_report():
     assert good.problem is None and good.found == ["t.py::a", "t.py::b"] and good.collected == ["t.py::a"]
     bad = parse(signed([start, {"kind": "collected", "ids": ["t.py::a"], "found": "t.py::a"}, test, end]), key)
     assert bad.problem == "a malformed collected record"
+
+
+# A P2P test that passes in the whole suite's order and fails in a subset's: test_a.py leaves a
+# global set, test_b.py sets it back, test_c.py needs it unset (mpmath's test_matrix_basic after
+# a doctest that sets `mp.pretty = True`). test_b.py neither runs `digit_score` nor imports
+# orderlib.core, so a change-scoped gold run of a `digit_score` deletion leaves it out.
+ORDERED = {
+    "pyproject.toml": ('[project]\nname = "orderlib"\nversion = "0.1"\n'
+                       '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'),
+    "orderlib/__init__.py": "",
+    "orderlib/state.py": "STATE = {'pretty': False}\n",
+    "orderlib/core.py": ("def digit_score(n):\n    \"\"\"The digits' squares, summed, plus how many there are.\"\"\"\n"
+                         "    digits = [int(c) for c in str(abs(n))]\n"
+                         "    return sum(d * d for d in digits) + len(digits)\n"),
+    "tests/test_a.py": ("from orderlib.core import digit_score\nfrom orderlib.state import STATE\n\n\n"
+                        "def test_digit_score():\n    out = digit_score(17)\n    assert (type(out), out) == (int, 52)\n\n\n"
+                        "def test_goes_pretty():\n    STATE['pretty'] = True\n"),
+    "tests/test_b.py": "from orderlib import state\n\n\ndef test_plain_again():\n    state.STATE['pretty'] = False\n",
+    "tests/test_c.py": ("import orderlib.core\nfrom orderlib.state import STATE\n\n\n"
+                        "def test_is_plain():\n    assert STATE['pretty'] is False\n"),
+}
+
+
+def test_a_p2p_test_that_fails_only_in_a_subset_order_does_not_reject_the_gold_patch(tmp_path_factory, featdel_cache,
+                                                                                     local_backend, monkeypatch):
+    """The change-scoped gold run (no sample) takes test_a.py and test_c.py, not test_b.py, so
+    test_is_plain fails there; the whole suite, which a learner is graded on, passes. The gold
+    run is taken again over the whole P2P, and the verdict is that of whole-suite verification."""
+    from featdel.code.trees import extract
+    from featdel.core.records import Candidate
+    from featdel.pipeline import gates
+
+    run_dir, record = mine_tiny(tmp_path_factory, "orderlib", ORDERED, local_backend)
+    ctx = RepoContext.load(run_dir, record)
+    from featdel.deletion import delete
+
+    original = extract(ctx.snapshot, tmp_path_factory.mktemp("orderlib-orig"))
+    cand = Candidate(repo=record.name, path="orderlib/core.py", qualname="digit_score", kind="function", lines=4,
+                     tests=["tests/test_a.py::test_digit_score"])
+    deletion = delete(original, cand, "body", check=lambda edits: True)
+    scopes: list[tuple[str, ...] | None] = []
+    real = gates.grade
+
+    def watched(task, patch, backend, **kw):
+        if patch:
+            scopes.append(task.run_p2p)
+        return real(task, patch, backend, **kw)
+
+    monkeypatch.setattr(gates, "grade", watched)
+    scoped = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=2, p2p_sample=0))
+    whole = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=2, full_suite=True))
+    assert scopes[0] == ("tests/test_a.py::test_goes_pretty", "tests/test_c.py::test_is_plain"), scopes
+    assert scopes[1:] == [None, None], scopes  # scoped: taken again over the whole P2P; whole: always
+    assert scoped.status == whole.status == VerdictStatus.VERIFIED, (scoped, whole)
+    assert scoped.FAIL_TO_PASS == whole.FAIL_TO_PASS == ["tests/test_a.py::test_digit_score"]
+    assert scoped.PASS_TO_PASS == whole.PASS_TO_PASS
