@@ -10,7 +10,9 @@ verdict, identical F2P lists, and selected P2P contained in the full-suite P2P.
 
 Also prints the ratio over every candidate both modes finished (rejected ones included), since
 on a large suite few candidates may verify. `--workdir DIR` keeps the runs (verdicts.jsonl per
-mode) for inspection after a long run.
+mode) for inspection after a long run. `--only selected` (or `full`) with the `--workdir` of an
+earlier run verifies that mode again on the same mined repository and deletions and compares it
+with the other mode's kept verdicts: after a fix to one mode, the other need not run again.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from featdel.core.records import Verdict, VerdictStatus
+from featdel.core.rundir import RunDir
 from featdel.env.corpus import CorpusEntry
 from featdel.env.recipe import Overrides
 from featdel.pipeline.context import RepoContext, make_check
@@ -40,18 +43,27 @@ def main() -> None:
     parser.add_argument("--strategies", nargs="+", default=["body", "function", "method", "class", "feature"])
     parser.add_argument("-j", "--jobs", type=int, default=1, help="candidates verified in parallel")
     parser.add_argument("--workdir", type=Path, help="keep the runs here (default: a temporary dir, removed)")
+    parser.add_argument("--only", choices=["selected", "full"],
+                        help="verify this mode again in --workdir's earlier run; keep the other mode's verdicts")
     args = parser.parse_args()
+    if args.only and not (args.workdir and (args.workdir / "base" / "deletions.jsonl").is_file()):
+        parser.error("--only needs the --workdir of an earlier run (its base/deletions.jsonl)")
     backend = get_backend("local")
     root = args.workdir or Path(tempfile.mkdtemp(prefix="featdel-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     base = root / "base"
-    records = mine([CorpusEntry(source=s, overrides=Overrides()) for s in args.sources], base, backend=backend)
-    print("mined:", ", ".join(f"{r.name} ({r.status}, {r.passed} passing)" for r in records))
-    delete_all(base, strategies=args.strategies, max_candidates=args.candidates,
-               seed=0, keep_docstrings=True, check_for=lambda r: make_check(RepoContext.load(base, r), backend))
+    if not args.only:
+        records = mine([CorpusEntry(source=s, overrides=Overrides()) for s in args.sources], base, backend=backend)
+        print("mined:", ", ".join(f"{r.name} ({r.status}, {r.passed} passing)" for r in records))
+        delete_all(base, strategies=args.strategies, max_candidates=args.candidates,
+                   seed=0, keep_docstrings=True, check_for=lambda r: make_check(RepoContext.load(base, r), backend))
     results: dict[str, dict[str, Verdict]] = {}
     for mode in ("selected", "full"):
         run = root / mode
+        if args.only and mode != args.only:
+            results[mode] = {v.deletion_id: v for v in RunDir(run).verdicts() if v.stage != "delete"}
+            print(f"{mode}: {len(results[mode])} verdicts kept from {run}")
+            continue
         shutil.rmtree(run, ignore_errors=True)
         shutil.copytree(base, run)
         (run / "verdicts.jsonl").unlink(missing_ok=True)
