@@ -519,3 +519,51 @@ def test_a_p2p_test_that_fails_only_in_a_subset_order_does_not_reject_the_gold_p
     assert scoped.status == whole.status == VerdictStatus.VERIFIED, (scoped, whole)
     assert scoped.FAIL_TO_PASS == whole.FAIL_TO_PASS == ["tests/test_a.py::test_digit_score"]
     assert scoped.PASS_TO_PASS == whole.PASS_TO_PASS
+
+
+# A class whose tests share what `setup_class` built with the library's code: coverage ties the
+# code to the first test only (the setup runs in its setup phase), yet every test of the class
+# fails without it (networkx's TestInternetASTopology).
+SHARED = {
+    "pyproject.toml": ('[project]\nname = "setuplib"\nversion = "0.1"\n'
+                       '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'),
+    "setuplib/__init__.py": "",
+    "setuplib/core.py": ("def squares_table(n):\n    \"\"\"Each k below n mapped to its square, as text.\"\"\"\n"
+                         "    pairs = [(k, str(k * k)) for k in range(n)]\n    return dict(pairs)\n\n\n"
+                         "def halve(n):\n    return n // 2\n"),
+    "tests/test_table.py": ("from setuplib.core import squares_table\n\n\n"
+                            "class TestTable:\n"
+                            "    @classmethod\n    def setup_class(cls):\n        cls.table = squares_table(4)\n\n"
+                            "    def test_size(self):\n        assert len(self.table) == 4\n\n"
+                            "    def test_keys(self):\n        assert sorted(self.table) == [0, 1, 2, 3]\n\n"
+                            "    def test_text(self):\n        assert self.table[3] == '9'\n"),
+    "tests/test_halve.py": ("from setuplib.core import halve\n\n\n"
+                            "def test_halve():\n    assert halve(9) == 4\n\n\ndef test_halve_even():\n    assert halve(8) == 4\n"),
+}
+
+
+def test_tests_that_share_a_class_setup_with_a_tied_test_are_selected_with_it(tmp_path_factory, featdel_cache,
+                                                                              local_backend):
+    """The coverage map says which tests reached the code in their setup phase; their files'
+    tests join the selection, so change-scoped and whole-suite verification agree on F2P (before,
+    change-scoped F2P held test_size alone and P2P the two tests the start state fails)."""
+    from featdel.code.trees import extract
+    from featdel.core.records import Candidate
+    from featdel.deletion import delete
+
+    run_dir, record = mine_tiny(tmp_path_factory, "setuplib", SHARED, local_backend)
+    ctx = RepoContext.load(run_dir, record)
+    [table] = [s for s in ctx.cmap.symbols if s.qualname == "squares_table"]
+    assert (table.tests, table.in_setup) == (["tests/test_table.py::TestTable::test_size"],) * 2
+    [halve] = [s for s in ctx.cmap.symbols if s.qualname == "halve"]
+    assert len(halve.tests) == 2 and halve.in_setup == []  # reached in the test's call, not its setup
+    original = extract(ctx.snapshot, tmp_path_factory.mktemp("setuplib-orig"))
+    cand = Candidate(repo=record.name, path="setuplib/core.py", qualname="squares_table", kind="function", lines=4,
+                     tests=table.tests)
+    deletion = delete(original, cand, "body", check=lambda edits: True)
+    scoped = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=2, p2p_sample=0))
+    whole = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=2, full_suite=True))
+    assert scoped.status == whole.status == VerdictStatus.VERIFIED, (scoped, whole)
+    assert scoped.FAIL_TO_PASS == whole.FAIL_TO_PASS == [f"tests/test_table.py::TestTable::{t}"
+                                                         for t in ("test_keys", "test_size", "test_text")]
+    assert scoped.PASS_TO_PASS == whole.PASS_TO_PASS

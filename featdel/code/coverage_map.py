@@ -6,15 +6,22 @@ flaky). Out: a `CoverageMap`: the package's line rate and, for every function, m
 of the library (never its tests), the tests that run its body. Only body lines count: `def`
 and decorator lines run at import, whichever test happens to import the module first.
 A class is executed by the tests of its methods.
+
+A test's setup phase has a context of its own (`<node id>|setup`): a fixture of class, module or
+session scope runs in the setup of the first test that uses it, so the tests that reach a
+symbol there (`Covered.in_setup`) stand for others that share the fixture without a context of
+their own (featdel.pipeline.gates.select_tests widens them to their file).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from featdel.code.spans import is_test_path, python_files, symbols
+
+SETUP = "|setup"  # what the pytest plugin (featdel_report.py) appends to a test's context in its setup
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -24,6 +31,7 @@ class Covered:
     kind: str
     lines: int
     tests: list[str]
+    in_setup: list[str] = field(default_factory=list)  # of `tests`, those that reached it in their setup
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,19 +80,23 @@ def build(src: Path, package_dirs: list[str], data_file: Path, allowed: set[str]
         rel = file.relative_to(src).as_posix()
         file_symbols = symbols(file.read_bytes(), rel)
         tests_of: dict[str, set[str]] = {}
+        setup_of: dict[str, set[str]] = {}
         for sym in file_symbols:
             if sym.kind == "class":
                 continue
-            tests = set()
+            contexts = set()
             for line in range(sym.body_start_line, sym.end_line + 1):
-                tests.update(by_line.get(line, ()))
-            tests_of[sym.qualname] = tests & allowed
+                contexts.update(by_line.get(line, ()))
+            tests_of[sym.qualname] = {c.removesuffix(SETUP) for c in contexts} & allowed
+            setup_of[sym.qualname] = {c.removesuffix(SETUP) for c in contexts if c.endswith(SETUP)} & allowed
         for sym in file_symbols:
             if sym.kind == "class":
                 prefix = sym.qualname + "."
                 tests = set().union(*(t for q, t in tests_of.items() if q.startswith(prefix)))
+                setup = set().union(*(t for q, t in setup_of.items() if q.startswith(prefix)))
             else:
-                tests = tests_of[sym.qualname]
-            covered.append(Covered(path=rel, qualname=sym.qualname, kind=sym.kind, lines=sym.lines, tests=sorted(tests)))
+                tests, setup = tests_of[sym.qualname], setup_of[sym.qualname]
+            covered.append(Covered(path=rel, qualname=sym.qualname, kind=sym.kind, lines=sym.lines, tests=sorted(tests),
+                                   in_setup=sorted(setup)))
     rate = 100.0 * executed / statements if statements else 0.0
     return CoverageMap(line_rate=round(rate, 2), symbols=covered)

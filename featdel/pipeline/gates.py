@@ -138,7 +138,14 @@ def select_tests(ctx: RepoContext, deletion: Deletion, opts, unimportable: set[s
             tied.update(s.tests)
     usable = [t for t in ctx.passing if t.split("::")[0] not in deleted_files]
     seen = None if opts.full_suite else seen_by(ctx, deletion)
-    tied = sorted((tied | (seen or set())) & set(usable))
+    tied |= seen or set()
+    # A test that reached a changed file's code in its setup may have set up a fixture of class
+    # or module scope that the other tests of its file share without reaching that code
+    # themselves (networkx's TestInternetASTopology builds its graph in `setup_class`): they all
+    # can see the change
+    in_setup = {t for s in ctx.cmap.symbols if s.path in deletion.files for t in s.in_setup}
+    shared = {t.split("::")[0] for t in tied & in_setup}
+    tied = sorted((tied | {t for t in usable if t.split("::")[0] in shared}) & set(usable))
     others = [t for t in usable if t not in set(tied)]
     if seen is None:
         return tied, others

@@ -14,7 +14,8 @@ its own functions and classes, and the hook implementations on the path of a tes
 they were before any code of the tree ran; a change is a `trip` (a class attribute write is
 invisible to audit hooks, so this is the layer that sees it).
 
-When coverage.py is measuring, the coverage context follows the running test's node id.
+When coverage.py is measuring, the coverage context follows the running test's node id, with
+`|setup` appended during its setup phase.
 This file runs inside the sandbox with the repository's interpreter: standard library and pytest.
 """
 
@@ -482,7 +483,16 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_setup(item):
-        return (yield from phase(item, "setup"))
+        # A fixture of class, module or session scope is set up in the setup of the first test
+        # that uses it: a context of its own says so (featdel.code.coverage_map, `in_setup`)
+        cov = _coverage()
+        if cov is not None:
+            cov.switch_context(item.nodeid + "|setup")  # coverage_map.SETUP
+        try:
+            return (yield from phase(item, "setup"))
+        finally:
+            if cov is not None:
+                cov.switch_context(item.nodeid)
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_call(item):
