@@ -1,13 +1,14 @@
 """Verification's test runs as they are against as they were: the original's bytecode reused
 (featdel.env.bytecode), failures reported in one line (`Language.quiet_args`) and the build
-check's run taking the first selection (featdel.pipeline.gates.builds), or none of them.
+check's run taking the first selection (featdel.pipeline.gates.builds), or none of them; or
+with `--factor zygote`, test runs forked from a warm pytest (featdel.env.zygote) or started fresh.
 
 Takes a run directory that has deletions (any `featdel run` or `featdel delete` output) and
 verifies each deletion twice in one process, alternating which mode goes first so that load from
 elsewhere falls on both alike: "before" (`VerifyOptions(bytecode=False, tracebacks=True,
 merge_first_run=False)`: every run compiles the tree, pytest formats a traceback per failure, and
 the build check and the first run are two processes) and "now" (the defaults). `--factor
-bytecode`, `--factor tracebacks` or `--factor merge` turns back only that one. The one collection per
+bytecode`, `--factor tracebacks`, `--factor merge` or `--factor zygote` turns back only that one. The one collection per
 repository that makes the bytecode is timed apart and charged to "now". Prints, per repository
 and in all: candidates, sandbox test-seconds and wall seconds per mode, their ratios, and
 whether every verdict agrees (status, rule, F2P, P2P); any disagreement is printed.
@@ -37,11 +38,12 @@ def main() -> None:
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--limit", type=int, default=40, help="deletions at most (refused ones are skipped)")
     ap.add_argument("--repos", nargs="*", default=None)
-    ap.add_argument("--factor", choices=["all", "bytecode", "tracebacks", "merge"], default="all")
+    ap.add_argument("--factor", choices=["all", "bytecode", "tracebacks", "merge", "zygote"], default="all")
     args = ap.parse_args()
     backend = get_backend("local")
     back = {"all": dict(bytecode=False, tracebacks=True, merge_first_run=False), "bytecode": dict(bytecode=False),
-            "tracebacks": dict(tracebacks=True), "merge": dict(merge_first_run=False)}[args.factor]
+            "tracebacks": dict(tracebacks=True), "merge": dict(merge_first_run=False),
+            "zygote": dict(warm_pytest=False)}[args.factor]
     options = {False: VerifyOptions(**back), True: VerifyOptions()}
     rd = RunDir(args.run_dir)
     records = {r.name: r for r in rd.latest_repos().values()}

@@ -78,7 +78,7 @@ class RunOptions:
     write_bytecode: bool = False
 
 
-PLUGIN_FILES = ("featdel_report.py", "featdel_launch.py")
+PLUGIN_FILES = ("featdel_report.py", "featdel_launch.py", "featdel_zygote.py")
 EMPTY_CONFIG = "empty/pytest.ini"  # named with -c when the tree has no config file of its own
 
 
@@ -152,6 +152,11 @@ class SuiteRunner:
         self.env, self.backend, self.image, self.warm = env, backend, image, warm
         self._root: Path | None = None
         self._boxes: dict[Path, object] = {}  # work dir -> its warm sandbox
+        # A warm pytest per work dir (featdel.env.zygote) for the plain test runs of a warm
+        # runner whose backend can keep a command open; set by verification, never by grading
+        self.zygote = False
+        self._zygotes: dict[Path, object] = {}
+        self._no_zygote = False
 
     def __enter__(self) -> SuiteRunner:
         if self.warm:
@@ -165,8 +170,15 @@ class SuiteRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def renew(self) -> None:
+        """End the warm pytests: the next run starts a new one (verification: every candidate)."""
+        zygotes, self._zygotes = list(self._zygotes.values()), {}
+        for zygote in zygotes:
+            zygote.close()
+
     def close(self) -> None:
         try:
+            self.renew()
             for box in self._boxes.values():
                 box.close()
         finally:
@@ -186,19 +198,26 @@ class SuiteRunner:
         """Run the suite (or `options.tests`) on `tree` (default: the env's checkout)."""
         from featdel.env.stream import Channel
 
-        with self._dirs() as (out_dir, sealed):
-            argv, config = _argv(self.env, options, out_dir, tree)
-            with Channel(sealed, added=options.added, config=config, watch=options.watch,
-                         run_only=options.run_only) as channel:
-                variables = {**self.env.environ(), "HOME": "/tmp", "FEATDEL_SPEC": str(channel.spec)}
-                if options.write_bytecode:
-                    variables.pop("PYTHONDONTWRITEBYTECODE", None)
-                result = self._exec(argv, tree, variables, options.timeout_s, out_dir, sealed)
-            stream = channel.stream(ran=not options.collect_only)
-            data_file = out_dir / "coverage.sqlite"
-            if options.coverage_to is not None and data_file.is_file() and not data_file.is_symlink():
-                options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(data_file, options.coverage_to)
+        # Forked from the warm pytest where it may be; a zygote that could not say (it died in the
+        # run, or never started) leaves no result, and the run starts again fresh, on a new channel
+        warm_pytest = self.zygote and options.coverage_to is None and not options.write_bytecode
+        for warm in (True, False) if warm_pytest else (False,):
+            with self._dirs() as (out_dir, sealed):
+                argv, config = _argv(self.env, options, out_dir, tree)
+                with Channel(sealed, added=options.added, config=config, watch=options.watch,
+                             run_only=options.run_only) as channel:
+                    variables = {**self.env.environ(), "HOME": "/tmp", "FEATDEL_SPEC": str(channel.spec)}
+                    if options.write_bytecode:
+                        variables.pop("PYTHONDONTWRITEBYTECODE", None)
+                    result = self._exec(argv, tree, variables, options.timeout_s, out_dir, sealed, warm_pytest=warm)
+                if result is None:
+                    continue
+                stream = channel.stream(ran=not options.collect_only)
+                data_file = out_dir / "coverage.sqlite"
+                if options.coverage_to is not None and data_file.is_file() and not data_file.is_symlink():
+                    options.coverage_to.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(data_file, options.coverage_to)
+                break
         broken = None
         if stream.problem is not None:
             why = _why(result.stdout + result.stderr)
@@ -255,7 +274,7 @@ class SuiteRunner:
                            writable=(out_dir,), sealed=(sealed,), image=self.image, limits=Limits(timeout_s=timeout_s))
 
     def _exec(self, argv: Sequence[str], tree: Path | None, variables: dict[str, str], timeout_s: float,
-              out_dir: Path, sealed: Path):
+              out_dir: Path, sealed: Path, *, warm_pytest: bool = False):
         from featdel.sandboxes.base import Limits
         from featdel.sandboxes.hostpaths import hand_over
 
@@ -273,6 +292,8 @@ class SuiteRunner:
         try:
             hand_over(workdir)
             hand_over(out_dir)
+            if warm_pytest:  # None: the caller runs it again fresh
+                return self._warm_pytest(workdir, sandbox, argv, cwd, variables, timeout_s)
             return sandbox.run(argv, cwd=cwd, env=variables, limits=limits)
         finally:
             try:
@@ -280,6 +301,26 @@ class SuiteRunner:
             finally:
                 if tree is not None:
                     _move_entries(workdir, tree)
+
+
+    def _warm_pytest(self, workdir: Path, sandbox, argv: Sequence[str], cwd: Path, variables: dict[str, str],
+                     timeout_s: float):
+        """The run from `workdir`'s warm pytest, or None: run it fresh (not a launcher command,
+        a backend that cannot keep a command open, or a zygote that could not say)."""
+        from featdel.env.zygote import Zygote
+        from featdel.sandboxes.local import DEFAULT_ENV
+
+        launcher = str(plugin_dir(self.env) / "featdel_launch.py")
+        if len(argv) < 2 or argv[1] != launcher or not hasattr(sandbox, "start"):
+            return None
+        zygote = self._zygotes.get(workdir)
+        if zygote is None or not zygote.alive:
+            if self._no_zygote:
+                return None
+            start_env = {k: v for k, v in variables.items() if k != "FEATDEL_SPEC"}
+            zygote = self._zygotes[workdir] = Zygote(sandbox, argv[0], plugin_dir(self.env), cwd, start_env)
+            self._no_zygote = not zygote.alive  # one that never became ready is not tried again
+        return zygote.run(argv[2:], cwd=cwd, env={**DEFAULT_ENV, **variables}, timeout_s=timeout_s)
 
 
 def _move_entries(source: Path, dest: Path) -> None:

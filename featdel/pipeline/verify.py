@@ -74,6 +74,9 @@ class VerifyOptions:
     # The build check's collecting run also runs the first selection (featdel.pipeline.gates.builds);
     # False starts a test process for each, as before
     merge_first_run: bool = True
+    # A candidate's plain test runs fork from a pytest kept warm in its sandbox (featdel.env.zygote;
+    # the local backend); False starts the interpreter and pytest for each, as before
+    warm_pytest: bool = True
 
     def run_timeout(self, ctx: RepoContext) -> float:
         return self.timeout_s or max(60.0, 10 * ctx.record.suite_seconds)
@@ -81,7 +84,7 @@ class VerifyOptions:
 
 # Options that change how fast verification runs, never a verdict (bench/verify_speed.py compares):
 # a run may resume with other values
-SPEED_ONLY = frozenset({"warm_sandbox", "bytecode", "tracebacks", "merge_first_run"})
+SPEED_ONLY = frozenset({"warm_sandbox", "bytecode", "tracebacks", "merge_first_run", "warm_pytest"})
 
 
 def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOptions,
@@ -100,6 +103,8 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
         with (ctx.runner(backend, warm=opts.warm_sandbox) if own
               else contextlib.nullcontext(runner)) as runner, \
                 tempfile.TemporaryDirectory(prefix="featdel-verify-") as tmp:
+            runner.zygote = opts.warm_pytest and opts.warm_sandbox
+            runner.renew()  # a new warm pytest for every candidate: nothing of the last one's runs is left
             w = Work(ctx=ctx, deletion=deletion, runner=runner, opts=opts, tmp=Path(tmp), spent=spent)
             w.deletion_patch, w.patch = trees.diff(ctx.snapshot, deletion.files)
             for gate in GATES:

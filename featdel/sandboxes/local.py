@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -179,6 +180,33 @@ class LocalSandbox:
             stdout_truncated=got.stdout.truncated, stderr_truncated=got.stderr.truncated,
         )
 
+    def start(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None = None,
+              limits: Limits | None = None) -> Resident:
+        """Start a command that stays: a `Resident` whose stdin and stdout are pipes to it, in a
+        bwrap like `run`'s (same mounts, namespaces, uid and cgroup limits, its own cgroup) that
+        lives until `Resident.close()`. Its stderr is dropped. The caller owns the timeouts."""
+        if self._closed:
+            raise SandboxError("this sandbox is closed; open a new one")
+        limits = limits or self.spec.limits
+        version = cgroup_version()
+        group = Cgroup.create(limits, version) if version else None
+        fds: list[int] = []
+        try:
+            bwrap = self._bwrap_argv(cwd, {**DEFAULT_ENV, **(env or {})}, limits, fds)
+            full = [*self._launcher(group, limits), *bwrap, *self._drop_root(cwd), *argv]
+            proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, pass_fds=fds,
+                                    start_new_session=True)
+        except BaseException:
+            if group is not None:
+                group.kill_all()
+                group.remove()
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return Resident(proc, group)
+
     def _launcher(self, group: Cgroup | None, limits: Limits) -> list[str]:
         if group is not None:
             return ["/bin/sh", "-c", _JOIN, "featdel-join", *map(str, group.procs_files), "--"]
@@ -232,6 +260,32 @@ class LocalSandbox:
             a += ["--perms", "0644", "--ro-bind-data", str(r), f"/etc/{name}"]
         a += _mounts(self._roots)
         return [*a, "--chdir", "/" if os.geteuid() == 0 else str(cwd), "--"]
+
+
+class Resident:
+    """A command started by `LocalSandbox.start`: `proc` (stdin and stdout are pipes), and
+    `close()`, which kills it and every process of its cgroup."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], group: Cgroup | None) -> None:
+        self.proc, self.group = proc, group
+
+    def oom_kills(self) -> int:
+        return self.group.oom_kills() if self.group is not None else 0
+
+    def close(self) -> None:
+        try:
+            kill_process_group(self.proc)
+            self.proc.wait()
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                if pipe is not None:
+                    try:
+                        pipe.close()
+                    except OSError:
+                        pass  # a broken pipe to a process already gone
+        finally:
+            if self.group is not None:
+                self.group.kill_all()
+                self.group.remove()
 
 
 def _broke(started: bool, code: int, stderr: str) -> bool:
