@@ -48,6 +48,15 @@ class TestedCheck:
         return {t: run.outcomes.get(t, "error") if t in run.collected else "not collected" for t in tests}
 
 
-def with_tests(factory: Callable[[Path], Check], ctx, backend) -> Callable[[Path], TestedCheck]:
-    """`factory` (original tree -> check) whose checks can also run tests (see the module docstring)."""
-    return lambda original: TestedCheck(factory(original), original, ctx, backend)
+class with_tests:
+    """`factory` (original tree -> check) whose checks can also run tests (see the module
+    docstring); `close()` closes `factory` where it has a `close`."""
+
+    def __init__(self, factory: Callable[[Path], Check], ctx, backend) -> None:
+        self.factory, self.ctx, self.backend = factory, ctx, backend
+
+    def __call__(self, original: Path) -> TestedCheck:
+        return TestedCheck(self.factory(original), original, self.ctx, self.backend)
+
+    def close(self) -> None:
+        getattr(self.factory, "close", lambda: None)()

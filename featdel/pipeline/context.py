@@ -138,23 +138,52 @@ def removed_names(original: Path, edits: dict[str, str | None], lang: Language |
     return (lang or language("python")).removed_names(original, edits)
 
 
-def make_check(ctx: RepoContext, backend):
-    """The strategies' check factory: original tree -> check(edits) -> True or the reason. The
-    edited tree gets the original's bytecode beside the files the edit left alone."""
-    from featdel.env.bytecode import overlay
+def make_check(ctx: RepoContext, backend) -> CheckFactory:
+    """The strategies' check factory for `ctx` (a `CheckFactory`)."""
+    return CheckFactory(ctx, backend)
 
-    def factory(original: Path):
+
+class CheckFactory:
+    """The strategies' check factory: original tree -> check(edits) -> True or the reason. The
+    edited tree gets the original's bytecode beside the files the edit left alone. The checks of
+    one factory share a warm runner, and its warm pytest (featdel.env.zygote), opened at the first
+    check of each thread; `close()` ends them (the delete stage calls it after the repository)."""
+
+    def __init__(self, ctx: RepoContext, backend) -> None:
+        self.ctx, self.backend = ctx, backend
+        self._local = threading.local()
+        self._runners: list[SuiteRunner] = []
+        self._lock = threading.Lock()
+
+    def _runner(self) -> SuiteRunner:
+        runner = getattr(self._local, "runner", None)
+        if runner is None:
+            runner = self._local.runner = self.ctx.runner(self.backend).__enter__()
+            runner.zygote = True
+            with self._lock:
+                self._runners.append(runner)
+        return runner
+
+    def close(self) -> None:
+        with self._lock:
+            runners, self._runners = self._runners, []
+        for runner in runners:
+            runner.close()
+
+    def __call__(self, original: Path):
+        from featdel.env.bytecode import overlay
+
+        ctx = self.ctx
+
         def check(edits):
             with tempfile.TemporaryDirectory(prefix="featdel-check-") as tmp:
                 tree = Path(tmp) / "t"
                 shutil.copytree(original, tree, symlinks=True)
                 trees.apply_edits(tree, edits)
                 deleted = {p for p, text in edits.items() if text is None}
-                with ctx.runner(backend) as runner:
-                    overlay(tree, ctx.bytecode(runner, 600.0), set(edits))  # featdel.env.bytecode
-                    failed = ctx.build_check(tree, runner, deleted, removed_names(original, edits, ctx.lang))
+                runner = self._runner()
+                overlay(tree, ctx.bytecode(runner, 600.0), set(edits))  # featdel.env.bytecode
+                failed = ctx.build_check(tree, runner, deleted, removed_names(original, edits, ctx.lang))
             return True if failed is None else failed[1]
 
         return check
-
-    return factory

@@ -211,8 +211,12 @@ def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable], ma
             todo.append(record)
 
     def work(record: RepoRecord) -> str:
-        delete_repo(record, run_dir, plan=plan, max_candidates=max_candidates, seed=seed,
-                    check_factory=check_for(record), strategy_options=strategy_options, on_step=on_step)
+        factory = check_for(record)
+        try:
+            delete_repo(record, run_dir, plan=plan, max_candidates=max_candidates, seed=seed,
+                        check_factory=factory, strategy_options=strategy_options, on_step=on_step)
+        finally:
+            getattr(factory, "close", lambda: None)()  # the factory's warm runners, where it has them
         return record.name
 
     for name in thread_map(work, todo, jobs):

@@ -104,7 +104,6 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
               else contextlib.nullcontext(runner)) as runner, \
                 tempfile.TemporaryDirectory(prefix="featdel-verify-") as tmp:
             runner.zygote = opts.warm_pytest and opts.warm_sandbox
-            runner.renew()  # a new warm pytest for every candidate: nothing of the last one's runs is left
             w = Work(ctx=ctx, deletion=deletion, runner=runner, opts=opts, tmp=Path(tmp), spent=spent)
             w.deletion_patch, w.patch = trees.diff(ctx.snapshot, deletion.files)
             for gate in GATES:
