@@ -66,6 +66,7 @@ def test_reach():
     # Kills its parent where it can: the zygote (a fresh run's parent is bubblewrap's, root's).
     "test_kill.py": "import os, signal\n\n\ndef test_kill_parent():\n    try:\n"
                     "        os.kill(os.getppid(), signal.SIGKILL)\n    except PermissionError:\n        pass\n",
+    "test_random.py": "import random\n\n\ndef test_random():\n    print('RANDOM', random.random())\n",
     "test_slow.py": "import time\n\n\ndef test_slow():\n    time.sleep(30)\n",
 }
 
@@ -166,3 +167,16 @@ def test_a_forked_run_out_of_time_times_out_and_the_zygote_is_replaced(env, loca
         after = runner.run_suite(RunOptions(timeout_s=60, tests=["tests/test_clean.py"]), tree=trees())
     assert slow.timed_out and slow.broken is not None and not slow.passed()
     assert after.outcomes == {"tests/test_clean.py::test_clean": "passed"}, after.output_tail
+
+
+def test_forked_runs_draw_different_random_numbers_as_fresh_runs_do(env, local_backend, tmp_path):
+    """The zygote imported `random` (pytest does): without a reseed after the fork every run
+    would draw the same numbers, and reruns could not see a test that fails by chance."""
+    trees = Counted(env, tmp_path)
+    options = RunOptions(timeout_s=60, tests=["tests/test_random.py"], extra_args=["-s"])
+    with warm_runner(env, local_backend) as runner:
+        runner.zygote = True
+        runs = [runner.run_suite(options, tree=trees()) for _ in range(3)]
+        assert zygote_pid(runner) is not None
+    drawn = [next(line for line in run.output_tail.splitlines() if "RANDOM" in line) for run in runs]
+    assert len(set(drawn)) == 3, drawn

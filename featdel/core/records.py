@@ -159,9 +159,12 @@ def _coerce(tp: Any, value: Any) -> Any:
 
 
 def read_jsonl(path: Path, cls: type[T]) -> list[T]:
+    """Every record of `path`; never half a line another thread of this process is appending."""
     if not path.exists():
         return []
-    return [from_dict(cls, json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    with _APPENDING:
+        text = path.read_text()
+    return [from_dict(cls, json.loads(line)) for line in text.splitlines() if line.strip()]
 
 
 _APPENDING = threading.Lock()

@@ -224,12 +224,12 @@ def delete_all(run_dir: Path, *, check_for: Callable[[RepoRecord], Callable], ma
     return rd.deletions()
 
 
-def combine_all(run_dir: Path, *, seed: int = 0, max_per_repo: int = 3) -> list[Deletion]:
+def combine_all(run_dir: Path, *, seed: int = 0, max_per_repo: int = 3, repos: set[str] | None = None) -> list[Deletion]:
     """The `combine` step, run after a first verify pass: for each repository, join 2-4 of its
     verified, disjoint deletions into new `combine` deletions (featdel.deletion.combine) and add
     those not yet in the run to `deletions.jsonl`, for a second verify pass. Deterministic in the
     seed and the verified set, so a resumed run adds nothing twice. A repository with fewer than
-    two verified deletions gets a refusal verdict (not a candidate)."""
+    two verified deletions gets a refusal verdict (not a candidate). `repos`: only these (names)."""
     from featdel.code.trees import extract
     from featdel.deletion.combine import combine
 
@@ -240,6 +240,8 @@ def combine_all(run_dir: Path, *, seed: int = 0, max_per_repo: int = 3) -> list[
     refused = {v.deletion_id for v in verdicts if v.strategy == "combine"}
     added: list[Deletion] = []
     for record in rd.mined():
+        if repos is not None and record.name not in repos:
+            continue
         if any(d.repo == record.name and d.strategy == "combine" for d in deletions.values()):
             continue  # combined once: a resumed run adds nothing
         parts = [d for i, d in deletions.items() if i in verified and d.repo == record.name and d.strategy != "combine"]

@@ -61,15 +61,9 @@ def mine_stage(entries, run_dir: Path, backend, thresholds, *, jobs: int = 1, ex
                     executor=executor)
 
 
-def delete_stage(run_dir: Path, backend, opts: DeleteOptions, *, plan: Planner | None = None, jobs: int = 1) -> int:
-    """Deletions for every mined repository, `jobs` at a time; returns how many the run holds.
-    `plan`: a steered plan (featdel.curriculum.generate.SteeredPlanner); default the seeded one
-    over `opts`."""
+def _check_for(run_dir: Path, backend, options: dict | None):
+    """record -> the strategies' check factory for that repository."""
     from featdel.pipeline.context import RepoContext, make_check
-    from featdel.pipeline.delete import delete_all
-
-    names = opts.names()
-    options = {"agent": opts.agent} if opts.agent else None
 
     def check_for(record):
         ctx = RepoContext.load(run_dir, record)
@@ -79,11 +73,36 @@ def delete_stage(run_dir: Path, backend, opts: DeleteOptions, *, plan: Planner |
 
         return with_tests(make_check(ctx, backend), ctx, backend)  # the agent's `check` tool runs tests too
 
+    return check_for
+
+
+def delete_stage(run_dir: Path, backend, opts: DeleteOptions, *, plan: Planner | None = None, jobs: int = 1) -> int:
+    """Deletions for every mined repository, `jobs` at a time; returns how many the run holds.
+    `plan`: a steered plan (featdel.curriculum.generate.SteeredPlanner); default the seeded one
+    over `opts`."""
+    from featdel.pipeline.delete import delete_all
+
+    names = opts.names()
+    options = {"agent": opts.agent} if opts.agent else None
     with StepProgress("deleting", [r.name for r in RunDir(run_dir).mined()]) as progress:
         deletions = delete_all(run_dir, strategies=names, max_candidates=opts.max_candidates, seed=opts.seed,
-                               keep_docstrings=opts.keep_docstrings, check_for=check_for, strategy_options=options,
-                               plan=plan, on_step=progress.step, jobs=jobs)
+                               keep_docstrings=opts.keep_docstrings, check_for=_check_for(run_dir, backend, options),
+                               strategy_options=options, plan=plan, on_step=progress.step, jobs=jobs)
     return len(deletions)
+
+
+def overlapped_stages(entries, run_dir: Path, backend, *, thresholds, delete: DeleteOptions, verify: VerifyOptions,
+                      jobs: int, plan: Planner | None = None, on_mined=lambda records: None) -> None:
+    """Mine, delete and verify overlapped in `jobs` threads (featdel.pipeline.overlap)."""
+    from featdel.pipeline.delete import SeededPlanner
+    from featdel.pipeline.overlap import overlapped
+
+    options = {"agent": delete.agent} if delete.agent else None
+    plan = plan or SeededPlanner(strategies=delete.names(), max_candidates=delete.max_candidates, seed=delete.seed,
+                                 keep_docstrings=delete.keep_docstrings, strategy_options=options)
+    overlapped(entries, run_dir, backend, thresholds=thresholds, plan=plan, max_candidates=delete.max_candidates,
+               seed=delete.seed, strategy_options=options, check_for=_check_for(run_dir, backend, options),
+               verify_opts=verify, jobs=jobs, on_mined=on_mined)
 
 
 def verify_stage(run_dir: Path, backend, opts: VerifyOptions, *, executor=None) -> list[Verdict]:
@@ -110,12 +129,17 @@ def run(entries, run_dir: Path, backend, *, thresholds, delete: DeleteOptions, v
     `after_verify` runs before packaging (a steered run annotates its combined deletions)."""
     from featdel.pipeline.package import package
 
-    on_mined(mine_stage(entries, run_dir, backend, thresholds, jobs=jobs, executor=executor))
     if max_tasks is not None:
         from dataclasses import replace
 
         delete = replace(delete, max_candidates=min(delete.max_candidates, max_tasks))
-    delete_stage(run_dir, backend, delete, plan=plan, jobs=jobs)
+    if jobs > 1 and getattr(executor, "name", "local") == "local":
+        # Threads here: a repository's deletion and verification start as soon as it is mined
+        overlapped_stages(entries, run_dir, backend, thresholds=thresholds, delete=delete, verify=verify, jobs=jobs,
+                          plan=plan, on_mined=on_mined)
+    else:
+        on_mined(mine_stage(entries, run_dir, backend, thresholds, jobs=jobs, executor=executor))
+        delete_stage(run_dir, backend, delete, plan=plan, jobs=jobs)
     verdicts = verify_stage(run_dir, backend, verify, executor=executor)
     if after_verify is not None:
         after_verify(run_dir)

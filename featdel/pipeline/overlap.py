@@ -1,0 +1,167 @@
+"""`featdel run`'s first three stages overlapped: one pool of `jobs` threads in which a repository
+is deleted from as soon as it is mined, and its deletions verified as soon as they are made,
+while other repositories are still mining. The stages one after another leave cores idle at each
+boundary (three repositories on two threads: the last one mines alone); here the next stage's
+work fills them.
+
+In: corpus entries, a run directory, a sandbox backend and the stage options. Out: the run
+directory as `mine`, `delete_all` and `verify_all` would leave it (the same records, deletions
+and verdicts; only the order of lines differs), resumable the same way: a mined repository is
+not mined again, a deleted one (its marker) not deleted again, a verdict never written twice.
+With the `combine` strategy, a repository's combine pass (featdel.pipeline.delete.combine_all)
+runs as soon as its last deletion has a verdict, and its combined deletions are verified here
+too; `verify_stage` after it finds them done. Packaging comes after (featdel.pipeline.run).
+Threads only: with a Ray executor, or one job, the stages run one after another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from featdel.core.progress import StepProgress
+from featdel.core.records import RepoRecord, RepoStatus
+from featdel.core.rundir import RunDir
+
+_FIRST = {"mine": 0, "delete": 1, "verify": 2}
+
+
+def overlapped(entries, run_dir: Path, backend, *, thresholds, plan, max_candidates: int, seed: int,
+               strategy_options: dict | None, check_for: Callable[[RepoRecord], Callable], verify_opts,
+               jobs: int, on_mined: Callable[[list[RepoRecord]], None] = lambda records: None) -> None:
+    """Mine `entries`, delete from each mined repository and verify its deletions, `jobs` threads
+    at a time (see the module docstring). `on_mined` sees every entry's record once mining is
+    over: at once when none is usable (it may raise to stop the run), else after the progress bar."""
+    from dataclasses import asdict
+
+    from featdel.pipeline.delete import combine_all, delete_repo
+    from featdel.pipeline.mine import mine_one
+    from featdel.pipeline.verify import SPEED_ONLY, Runners, verify_in
+
+    run_dir = run_dir.resolve()
+    rd = RunDir(run_dir)
+    repos = rd.latest_repos()
+    rd.stage_options("mined", {"thresholds": asdict(thresholds), "sandbox": getattr(backend, "name", "")},
+                     started=bool(repos))
+    rd.stage_options("deleted", plan.options, started=any(rd.deleted_marker(r.name).exists() for r in rd.mined()))
+    verdicts = {v.deletion_id for v in rd.verdicts()}
+    rd.stage_options("verified", dataclasses.asdict(verify_opts), speed_only=SPEED_ONLY,
+                     started=any(d.deletion_id in verdicts for d in rd.deletions()))
+    records = {r.name: r for r in repos.values()}
+    contexts: dict = {}
+    runners = Runners()
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    running: dict = {}  # future -> (kind, item)
+    # Work waiting for a thread, the earliest stage first: a repository still to mine or delete
+    # opens more work, and left behind verifications it would end the run alone.
+    pending: list = []
+    order = itertools.count()
+
+    with StepProgress("running", [e.source for e in entries]) as progress:
+        left: dict[str, int] = {}  # repository name -> its deletions not yet verified
+        total: dict[str, int] = {}
+        combine = "combine" in plan.options.get("strategies", [])
+        combined: set[str] = set()  # repositories whose combine pass ran here
+
+        def step(source: str, what: str) -> None:
+            rd.add_progress("mine", source, what)
+            progress.step(source, what)
+
+        def submit(kind: str, item, fn, *args, **kw) -> None:
+            heapq.heappush(pending, (_FIRST[kind], next(order), kind, item, fn, args, kw))
+
+        def fill() -> None:
+            while pending and len(running) < max(1, jobs):
+                _, _, kind, item, fn, args, kw = heapq.heappop(pending)
+                running[pool.submit(fn, *args, **kw)] = (kind, item)
+
+        def to_delete(record: RepoRecord) -> None:
+            if rd.deleted_marker(record.name).exists():
+                to_verify(record, [d for d in rd.deletions() if d.repo == record.name])
+            else:
+                progress.step(record.source, "deleting")
+                submit("delete", record, _delete, delete_repo, record, run_dir, plan=plan,
+                       max_candidates=max_candidates, seed=seed, check_factory=check_for(record),
+                       strategy_options=strategy_options)
+
+        def to_verify(record: RepoRecord, deletions) -> None:
+            todo = [d for d in deletions if d.deletion_id not in verdicts]
+            left[record.name], total[record.name] = len(todo), len(todo)
+            if not todo:
+                progress.step(record.source, "done")
+            for d in todo:
+                submit("verify", record, verify_in, contexts, run_dir, records, d, backend, verify_opts, runners)
+            if todo:
+                progress.step(record.source, f"verifying 0/{len(todo)}")
+
+        try:
+            for entry in entries:
+                record = repos.get(entry.source)
+                if record is not None and record.status != RepoStatus.BROKEN:
+                    step(entry.source, "resumed")
+                    if record.status == RepoStatus.MINED:
+                        to_delete(record)
+                    else:
+                        progress.step(entry.source, "done")
+                else:
+                    submit("mine", entry, mine_one, entry, run_dir, backend=backend, thresholds=thresholds,
+                           on_step=step)
+            mining = sum(task[2] == "mine" for task in pending)
+            told = False
+
+            def mined() -> list[RepoRecord]:
+                return [repos[e.source] for e in entries if e.source in repos]
+
+            if not mining and not any(r.status == RepoStatus.MINED for r in mined()):
+                told = True
+                on_mined(mined())
+            fill()
+            while running:
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for future in finished:
+                    kind, item = running.pop(future)
+                    result = future.result()
+                    if kind == "mine":
+                        rd.add_repo(result)
+                        repos[result.source], records[result.name] = result, result
+                        rd.add_progress("mine", result.source, "done")
+                        mining -= 1
+                        if result.status == RepoStatus.MINED:
+                            to_delete(result)
+                        else:
+                            progress.step(result.source, "done")
+                        if not mining and not any(r.status == RepoStatus.MINED for r in mined()):
+                            told = True
+                            on_mined(mined())  # nothing to delete from: it may stop the run here
+                    elif kind == "delete":
+                        to_verify(item, result)
+                    else:
+                        rd.add_verdict(result)
+                        verdicts.add(result.deletion_id)
+                        left[item.name] -= 1
+                        if not left[item.name] and combine and item.name not in combined:
+                            # Its verified deletions joined as the combine pass would join them
+                            combined.add(item.name)
+                            progress.step(item.source, "combining")
+                            to_verify(item, combine_all(run_dir, seed=seed, repos={item.name}))
+                            continue
+                        progress.step(item.source, "done" if not left[item.name] else
+                                      f"verifying {total[item.name] - left[item.name]}/{total[item.name]}")
+                fill()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            runners.close()
+    if not told:
+        on_mined(mined())
+
+
+def _delete(delete_repo, record: RepoRecord, run_dir: Path, *, check_factory, **kw):
+    """`delete_repo`, closing the check factory's warm runners after the repository."""
+    try:
+        return delete_repo(record, run_dir, check_factory=check_factory, **kw)
+    finally:
+        getattr(check_factory, "close", lambda: None)()
