@@ -261,6 +261,9 @@ def run(
 ) -> None:
     """Mine, delete, verify and package in one go; resumable on the same --out.
 
+    With -j N (local executor) the stages overlap: a repository is deleted from and verified
+    while others still mine, N threads in all.
+
     With --target-pass-rate the knobs are chosen per candidate by the learner's difficulty model
     and recorded with the predicted pass rate in each task's `steering` column.
 
