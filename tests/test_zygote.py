@@ -180,3 +180,154 @@ def test_forked_runs_draw_different_random_numbers_as_fresh_runs_do(env, local_b
         assert zygote_pid(runner) is not None
     drawn = [next(line for line in run.output_tail.splitlines() if "RANDOM" in line) for run in runs]
     assert len(set(drawn)) == 3, drawn
+
+
+# Attacks an outside red team found on the first version (each made the probe fail through a
+# zygote, and pass fresh): a planting run, then a probe run that must see a fresh sandbox.
+ATTACKS = {
+    # A thread group whose leader exited shows `Z` in /proc and kept writing the next run's tree.
+    "survivor": ("""
+import os, ctypes, threading, time
+def test_plant():
+    src = os.getcwd()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            def loop():
+                while True:
+                    try:
+                        open(os.path.join(src, 'mod.py'), 'w').write('VALUE = 2\\n')
+                    except OSError:
+                        pass
+                    time.sleep(0.001)
+            threading.Thread(target=loop).start()
+            time.sleep(0.1)
+            ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: the leader alone
+        os._exit(0)
+    os.wait()
+    time.sleep(0.3)
+""", """
+import os, time
+def test_probe():
+    time.sleep(0.2)
+    import mod
+    assert mod.VALUE == 1
+    assert {int(p) for p in os.listdir('/proc') if p.isdigit()} - {1, os.getpid(), os.getppid()} == set()
+"""),
+    # Limits, nice value and CPUs set on the zygote (the same uid may) reached every later child.
+    "limits": ("""
+import os, resource
+def test_plant():
+    z = os.getppid()
+    try:
+        resource.prlimit(z, resource.RLIMIT_NOFILE, (64, 64))
+        resource.prlimit(z, resource.RLIMIT_FSIZE, (4096, 4096))
+        os.setpriority(os.PRIO_PROCESS, z, 19)
+        os.sched_setaffinity(z, {0})
+    except PermissionError:
+        pass  # a fresh run's parent is root's
+""", """
+import os
+def test_probe():
+    files = [open('/dev/null') for _ in range(100)]
+    open('/tmp/big', 'wb').write(b'x' * 100000)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == 0
+"""),
+    # A POSIX message queue, and a port left in TIME_WAIT, of the same namespaces.
+    "kernel": ("""
+import ctypes, os, socket, time
+def test_plant():
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mq_open(b'/planted', os.O_CREAT | os.O_RDWR, 0o600, None) >= 0
+    srv = socket.socket(); srv.bind(('127.0.0.1', 5555)); srv.listen()
+    cli = socket.create_connection(('127.0.0.1', 5555)); conn, _ = srv.accept()
+    conn.close(); time.sleep(0.05); cli.close(); srv.close()
+""", """
+import ctypes, os, socket
+def test_probe():
+    assert ctypes.CDLL(None).mq_open(b'/planted', os.O_RDONLY, 0o600, None) < 0
+    socket.socket().bind(('127.0.0.1', 5555))
+"""),
+    # The zygote's memory held the last run's output, and children are copies of it.
+    "memory": ("""
+def test_plant():
+    print('SECRET-OF-THE-FIRST-RUN-' + '7f3a9c')
+    assert 0
+""", """
+import re
+def test_probe():
+    found = []
+    with open('/proc/self/maps') as maps, open('/proc/self/mem', 'rb', 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            lo, hi = (int(x, 16) for x in span.split('-'))
+            if 'r' not in perms or hi - lo > 1 << 28:
+                continue
+            try:
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+            except (OSError, ValueError, OverflowError):
+                continue
+            found += re.findall(rb'SECRET-OF-THE-FIRST-RUN-[0-9a-f]{6}', data)  # the pattern holds no digits
+    assert not found
+"""),
+    # The staging folder is one inode for every run: its mode stayed.
+    "folder": ("""
+import os
+def test_plant():
+    os.chmod(os.getcwd(), 0o555)
+""", """
+def test_probe():
+    open('written', 'w').write('x')
+"""),
+    # Flags set on a /dev/null the zygote shared with every child.
+    "devnull": ("""
+import fcntl, os
+def test_plant():
+    fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_APPEND | os.O_NONBLOCK)
+""", """
+import fcntl, os
+def test_probe():
+    assert not fcntl.fcntl(0, fcntl.F_GETFL) & (os.O_APPEND | os.O_NONBLOCK)
+"""),
+    # What ordinary suites see: not a session leader, $PWD set, nothing in /tmp but the parents
+    # of the host's mounts.
+    "ordinary": ("""
+def test_plant():
+    pass
+""", """
+import os
+def test_probe():
+    os.setsid()
+    assert os.environ['PWD'] == os.getcwd()
+    mounts = [line.split()[4] for line in open('/proc/self/mountinfo')]
+    assert [n for n in os.listdir('/tmp') if not any(m.startswith('/tmp/' + n) for m in mounts)] == []
+"""),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_what_a_run_leaves_in_the_zygote_s_sandbox_never_reaches_the_next(attack, env, local_backend, tmp_path):
+    plant, probe = ATTACKS[attack]
+    (env.src / "tests" / "test_plant_it.py").write_text(plant)
+    (env.src / "tests" / "test_probe_it.py").write_text(probe)
+    trees = Counted(env, tmp_path)
+    fresh = run_suite(env, local_backend, RunOptions(timeout_s=60, tests=["tests/test_probe_it.py"]), tree=trees())
+    assert fresh.outcomes == {"tests/test_probe_it.py::test_probe": "passed"}, fresh.output_tail
+    with warm_runner(env, local_backend) as runner:
+        runner.zygote = True
+        runner.run_suite(RunOptions(timeout_s=60, tests=["tests/test_plant_it.py"]), tree=trees())
+        probed = runner.run_suite(RunOptions(timeout_s=60, tests=["tests/test_probe_it.py"]), tree=trees())
+        assert zygote_pid(runner) is not None
+    assert probed.outcomes == fresh.outcomes, probed.output_tail
+
+
+def test_a_run_that_stops_the_zygote_is_run_again_fresh(env, local_backend, tmp_path):
+    (env.src / "tests" / "test_stop.py").write_text(
+        "import os, signal\n\n\ndef test_stop():\n    try:\n        os.kill(os.getppid(), signal.SIGSTOP)\n"
+        "    except PermissionError:\n        pass\n")
+    trees = Counted(env, tmp_path)
+    with warm_runner(env, local_backend) as runner:
+        runner.zygote = True
+        run = runner.run_suite(RunOptions(timeout_s=3, tests=["tests/test_stop.py"]), tree=trees())
+    assert (run.outcomes, run.timed_out, run.exit_code) == ({"tests/test_stop.py::test_stop": "passed"}, False, 0)

@@ -288,12 +288,13 @@ class SuiteRunner:
         sandbox = self._boxes[workdir]
         if tree is not None:
             _empty(workdir)  # only after a run that failed to hand its tree back is anything left
+            _reset_folder(workdir)
             _move_entries(tree, workdir)
         try:
             hand_over(workdir)
             hand_over(out_dir)
             if warm_pytest:  # None: the caller runs it again fresh
-                return self._warm_pytest(workdir, sandbox, argv, cwd, variables, timeout_s)
+                return self._warm_pytest(workdir, sandbox, argv, cwd, variables, timeout_s, sealed)
             return sandbox.run(argv, cwd=cwd, env=variables, limits=limits)
         finally:
             try:
@@ -304,7 +305,7 @@ class SuiteRunner:
 
 
     def _warm_pytest(self, workdir: Path, sandbox, argv: Sequence[str], cwd: Path, variables: dict[str, str],
-                     timeout_s: float):
+                     timeout_s: float, sealed: Path):
         """The run from `workdir`'s warm pytest, or None: run it fresh (not a launcher command,
         a backend that cannot keep a command open, or a zygote that could not say)."""
         from featdel.env.zygote import Zygote
@@ -320,7 +321,19 @@ class SuiteRunner:
             start_env = {k: v for k, v in variables.items() if k != "FEATDEL_SPEC"}
             zygote = self._zygotes[workdir] = Zygote(sandbox, argv[0], plugin_dir(self.env), cwd, start_env)
             self._no_zygote = not zygote.alive  # one that never became ready is not tried again
-        return zygote.run(argv[2:], cwd=cwd, env={**DEFAULT_ENV, **variables}, timeout_s=timeout_s)
+        return zygote.run(argv[2:], cwd=cwd, env={**DEFAULT_ENV, **variables}, timeout_s=timeout_s, sealed=sealed)
+
+
+def _reset_folder(folder: Path) -> None:
+    """The staging folder as made, whatever the last run did to it (it is the same inode for
+    every run, and its owner is the sandbox uid): mode 0755, no ACL or user attribute."""
+    os.chmod(folder, 0o755)
+    for name in os.listxattr(folder):
+        if name.startswith(("user.", "system.posix_acl_")):
+            try:
+                os.removexattr(folder, name)
+            except OSError:
+                pass
 
 
 def _move_entries(source: Path, dest: Path) -> None:

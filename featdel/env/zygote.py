@@ -4,73 +4,135 @@ In: an open sandbox that can `start` a resident command (the local backend), the
 interpreter and plugin directory. Out: `run(...)` gives the `RunResult` a fresh
 `python featdel_launch.py ARGS` would have given, from a child forked off a process that has
 already imported pytest; or None when the zygote could not say (it died, answered nonsense, or
-never became ready), and the caller runs that command in a fresh sandbox instead, so a zygote's
-trouble never becomes a run's verdict.
+was stopped), and the caller runs that command in a fresh sandbox instead, so a zygote's trouble
+never becomes a run's verdict.
 
-After every run the zygote kills the run's processes and empties the scratch directories
-(see featdel_zygote.py); one that cannot, or that ran out of time, is closed and the next run
-starts a new one. The owner (featdel.env.testrun.SuiteRunner) starts a new zygote for every
-candidate (`renew`), so nothing one candidate's runs did can meet the next's.
+The child's output goes to a FIFO the host drains (capped, as a fresh run's pipes are), never
+through the zygote, so no run's output is in the memory later children are forked from. After
+every run the zygote kills the run's processes, empties the scratch directories and checks its
+own limits and the network namespace (see featdel_zygote.py); the host then checks from outside
+that the sandbox's cgroup holds exactly the processes it held when the zygote became ready. A
+zygote that answers anything but clean, or that ran out of time, is closed, and the next run
+starts a new one.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import select
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from featdel.sandboxes.base import RunResult
+from featdel.sandboxes.base import MiB, RunResult
 
 READY_S = 60.0
 MAX_ANSWER = 1 << 20
+OUTPUT_CAP = 4 * MiB
 
 
 class Zygote:
     """One warm pytest in `sandbox` (a sandbox with `start`); `close()` ends it."""
 
     def __init__(self, sandbox, python: str, plugin: Path, cwd: Path, env: Mapping[str, str]) -> None:
+        self.launcher = str(plugin / "featdel_launch.py")
         self.resident = sandbox.start([python, str(plugin / "featdel_zygote.py")], cwd=cwd, env=dict(env))
         self.alive = _readline(self.resident.proc.stdout, time.monotonic() + READY_S) == "ready"
+        self.processes = self.resident.processes()  # host pids of bwrap's and the zygote's: no others, ever
         if not self.alive:
             self.close()
 
-    def run(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float) -> RunResult | None:
-        """`argv`: the launcher's arguments (pytest's). None: the zygote could not run it."""
+    def run(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float,
+            sealed: Path) -> RunResult | None:
+        """`argv`: the launcher's arguments (pytest's); `sealed`: the run's sealed directory (its
+        output FIFO goes there). None: the zygote could not run it."""
         if not self.alive:
             return None
-        command = json.dumps({"argv": list(argv), "env": dict(env), "cwd": str(cwd)}) + "\n"
-        oom = self.resident.oom_kills()
-        start = time.monotonic()
-        try:
-            self.resident.proc.stdin.write(command.encode())
-            self.resident.proc.stdin.flush()
-        except OSError:
-            self.close()
-            return None
-        line = _readline(self.resident.proc.stdout, start + timeout_s)
-        duration = time.monotonic() - start
-        if line is None and duration >= timeout_s:
-            self.close()
-            return RunResult(argv=tuple(argv), exit_code=124, stdout="", stderr="", duration_s=duration,
-                             timed_out=True)
+        with Output(sealed) as output:
+            command = {"argv": list(argv), "env": dict(env), "cwd": str(cwd), "launcher": self.launcher,
+                       "output": str(output.fifo)}
+            oom = self.resident.oom_kills()
+            start = time.monotonic()
+            try:
+                self.resident.proc.stdin.write((json.dumps(command) + "\n").encode())
+                self.resident.proc.stdin.flush()
+            except OSError:
+                self.close()
+                return None
+            line = _readline(self.resident.proc.stdout, start + timeout_s)
+            duration = time.monotonic() - start
+            if line is None and duration >= timeout_s:
+                stopped = self.resident.stopped()
+                self.close()
+                if stopped:
+                    return None  # a run stopped the zygote (SIGSTOP): what a fresh run does decides
+                return RunResult(argv=tuple(argv), exit_code=124, stdout=output.text(), stderr="",
+                                 duration_s=duration, timed_out=True)
         try:
             answer = json.loads(line or "")
-            code, tail, clean = int(answer["exit"]), str(answer["tail"]), answer["clean"] is True
+            code, clean = int(answer["exit"]), answer["clean"] is True
         except (ValueError, KeyError, TypeError):
             self.close()
             return None
         killed = code == 137 or self.resident.oom_kills() > oom
-        if not clean:
+        if not clean or self.resident.processes() != self.processes:
             self.close()
-        return RunResult(argv=tuple(argv), exit_code=code, stdout=tail, stderr="", duration_s=duration,
+        return RunResult(argv=tuple(argv), exit_code=code, stdout=output.text(), stderr="", duration_s=duration,
                          killed=killed)
 
     def close(self) -> None:
         self.alive = False
         self.resident.close()
+
+
+class Output:
+    """A FIFO in the run's sealed directory that the child writes its stdout and stderr to, read
+    here as it comes, the first OUTPUT_CAP bytes kept (the rest is read and dropped)."""
+
+    def __init__(self, sealed: Path) -> None:
+        self.fifo = sealed / f"output-{secrets.token_hex(16)}"
+        os.mkfifo(self.fifo, 0o622)
+        os.chmod(self.fifo, 0o622)  # the sandbox uid writes; nobody but the host reads
+        self._fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._done = threading.Event()
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+
+    def __enter__(self) -> Output:
+        self._reader.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._reader.join()
+        os.close(self._fd)
+        self.fifo.unlink(missing_ok=True)
+
+    def _drain(self) -> None:
+        while True:
+            done = self._done.is_set()  # read once more after the run ended: nothing is left behind
+            ready, _, _ = select.select([self._fd], [], [], 0.05)
+            if ready:
+                try:
+                    chunk = os.read(self._fd, 1 << 16)
+                except BlockingIOError:
+                    chunk = b""
+                if chunk:
+                    if self._size < OUTPUT_CAP:
+                        self._chunks.append(chunk[: OUTPUT_CAP - self._size])
+                        self._size += len(self._chunks[-1])
+                    continue
+            if done:
+                return
+            if ready:
+                time.sleep(0.01)  # every writer is gone (end of file) and the answer is not in yet
+
+    def text(self) -> str:
+        return b"".join(self._chunks).decode("utf-8", "replace")
 
 
 def _readline(pipe, deadline: float) -> str | None:

@@ -192,7 +192,7 @@ class LocalSandbox:
         group = Cgroup.create(limits, version) if version else None
         fds: list[int] = []
         try:
-            bwrap = self._bwrap_argv(cwd, {**DEFAULT_ENV, **(env or {})}, limits, fds)
+            bwrap = self._bwrap_argv(cwd, {**DEFAULT_ENV, **(env or {})}, limits, fds, mqueue=True)
             full = [*self._launcher(group, limits), *bwrap, *self._drop_root(cwd), *argv]
             proc = subprocess.Popen(full, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                     env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, pass_fds=fds,
@@ -229,7 +229,10 @@ class LocalSandbox:
                 "--clear-groups", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", "--",
                 "/bin/sh", "-c", _CD, str(cwd)]
 
-    def _bwrap_argv(self, cwd: Path, env: Mapping[str, str], limits: Limits, fds: list[int]) -> list[str]:
+    def _bwrap_argv(self, cwd: Path, env: Mapping[str, str], limits: Limits, fds: list[int], *,
+                    mqueue: bool = False) -> list[str]:
+        """`mqueue`: mount the IPC namespace's POSIX message queues at /dev/mqueue (a resident
+        command empties it between runs; a fresh sandbox has a new namespace anyway)."""
         assert self.backend.bwrap is not None
         a = [self.backend.bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-uts",
              "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--clearenv"]
@@ -259,6 +262,8 @@ class LocalSandbox:
             fds.append(r)
             a += ["--perms", "0644", "--ro-bind-data", str(r), f"/etc/{name}"]
         a += _mounts(self._roots)
+        if mqueue:
+            a += ["--mqueue", "/dev/mqueue"]
         return [*a, "--chdir", "/" if os.geteuid() == 0 else str(cwd), "--"]
 
 
@@ -271,6 +276,21 @@ class Resident:
 
     def oom_kills(self) -> int:
         return self.group.oom_kills() if self.group is not None else 0
+
+    def processes(self) -> set[int]:
+        """The host pids in its cgroup (empty without cgroups: prlimit mode)."""
+        return self.group.pids() if self.group is not None else set()
+
+    def stopped(self) -> bool:
+        """Whether a process of its cgroup is stopped (SIGSTOP) or traced."""
+        for pid in self.processes():
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state in ("T", "t"):
+                return True
+        return False
 
     def close(self) -> None:
         try:

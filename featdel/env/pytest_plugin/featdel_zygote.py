@@ -4,19 +4,24 @@ pytest's start (about 0.2 s of a 0.4 s run of a few tests).
 
 Run as `python featdel_zygote.py` from the read-only plugin directory, in a sandbox the host
 keeps open (featdel.env.zygote). It says `ready` on stdout once warm, then reads one JSON
-command per line on stdin: {"argv": [pytest args], "env": {variables}, "cwd": dir}. For each it
-forks a child that is what `python featdel_launch.py ARGV` would be (the same spec, channel,
-tripwire and plugin; the launcher's `main`), waits for it, and then leaves the sandbox as a
-fresh one would be before answering: every other process killed, /tmp, /var/tmp, /run and
-/dev/shm emptied (never a path the host mounted), no System V IPC object left. The answer is one
-JSON line on stdout: {"exit": status (shell style), "tail": the last of the child's output,
-"clean": false when the sandbox could not be made fresh}. The host replaces a zygote that
-answers anything but a clean exit, or nothing in time.
+command per line on stdin: {"argv": pytest's arguments, "env": variables, "cwd": dir, "launcher":
+the launcher's path, "output": a FIFO of the host's}. For each it forks a child that is what
+`python featdel_launch.py ARGV` would be (the same spec, channel, tripwire and plugin; the
+launcher's `main`) writing its stdout and stderr to the FIFO, waits for it, and then leaves the
+sandbox as a fresh one would be before answering: every other process killed whatever state it
+shows, /tmp, /var/tmp, /run, /dev/shm and /dev/mqueue emptied (never a path the host mounted),
+no System V IPC object left. The answer is one JSON line on stdout: {"exit": status (shell
+style), "clean": false when the sandbox could not be made fresh, a socket is left in its network
+namespace, or this process's limits, nice value, CPUs, scheduling or OOM score changed (a run of
+the same uid may set them, and later children would inherit them)}. The host replaces a zygote
+that answers anything but clean, or nothing in time.
 
 What a run cannot reach: the zygote is not dumpable (no ptrace, no /proc/PID/mem or fd of it
-from a child, which runs as the same uid); the child closes the zygote's stdin and stdout before
-any code of the tree runs, so it can neither read the next command nor write an answer. It can
-kill the zygote: the host then has no answer, and runs that command again in a fresh sandbox.
+from a child, which runs as the same uid); the child closes every descriptor of the zygote
+before any code of the tree runs, so it can neither read the next command nor write an answer;
+no run's output passes through the zygote, so no child is forked with an earlier run's output
+in its memory. It can kill or stop the zygote: the host then has no answer, and runs that
+command again in a fresh sandbox.
 This file runs inside the sandbox with the repository's interpreter: standard library and pytest.
 """
 
@@ -34,8 +39,8 @@ import pytest  # noqa: F401
 
 PR_SET_DUMPABLE = 4
 IPC_RMID = 0
-SCRATCH = ("/tmp", "/var/tmp", "/run", "/dev/shm")
-TAIL = 8000
+SCRATCH = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/dev/mqueue")
+SOCKETS = ("tcp", "tcp6", "udp", "udp6", "raw", "raw6", "unix")
 
 
 def main() -> int:
@@ -44,30 +49,41 @@ def main() -> int:
     commands, answers = sys.stdin.buffer, os.fdopen(os.dup(1), "w", buffering=1)
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 1)  # the zygote's own prints can never look like an answer
+    os.close(devnull)
+    # What a fresh run inherits from the shell that started it (the local backend's `cd`)
+    started = {k: os.environ[k] for k in ("PWD", "OLDPWD") if k in os.environ}
+    before = attributes()
     answers.write("ready\n")
     for line in commands:
         command = json.loads(line)
-        answers.write(json.dumps(run(command, libc, devnull)) + "\n")
+        code = run(command, libc, started)
+        swept, emptied = sweep(), empty_scratch(libc)
+        same = attributes() == before
+        answers.write(json.dumps({"exit": code, "clean": swept and emptied and same and no_sockets(),
+                                  "swept": swept, "emptied": emptied, "attributes": same}) + "\n")
     return 0
 
 
-def run(command: dict, libc, devnull: int) -> dict:
-    out = os.path.join("/tmp", ".featdel-output")
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def run(command: dict, libc, started: dict) -> int:
+    """Fork the run's child and wait for it: its exit status, shell style. Nothing of the run's
+    output passes through this process: the child writes to the host's FIFO."""
     pid = os.fork()
     if pid == 0:
         try:
-            os.dup2(devnull, 0)
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
             os.closerange(3, 1 << 16)  # the answers' pipe and every other descriptor of the zygote
-            os.setsid()
+            null = os.open(os.devnull, os.O_RDONLY)  # its own: flags set on it reach no one else
+            output = os.open(command["output"], os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+            os.dup2(null, 0)
+            os.dup2(output, 1)
+            os.dup2(output, 2)
+            os.close(null)
+            os.close(output)
             libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the child itself is an ordinary process
             os.environ.clear()
-            os.environ.update(command["env"])
+            os.environ.update({**command["env"], **started})
             sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
             os.chdir(command["cwd"])
-            sys.argv = ["featdel_launch.py", *command["argv"]]
+            sys.argv = [command["launcher"], *command["argv"]]
             code = featdel_launch.main()
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
@@ -81,24 +97,47 @@ def run(command: dict, libc, devnull: int) -> dict:
             sys.stderr.flush()
         finally:
             os._exit(code & 0xFF)
-    os.close(fd)
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
-    swept = sweep()
-    tail = _tail(out)
-    emptied = empty_scratch(libc)
-    return {"exit": 128 - code if code < 0 else code, "tail": tail, "clean": swept and emptied,
-            "swept": swept, "emptied": emptied}
+    return 128 - code if code < 0 else code
+
+
+def attributes() -> tuple:
+    """What a run could set on this process from outside it (same uid) that its later children
+    would inherit: resource limits, nice value, CPU affinity, scheduling policy, OOM score."""
+    import resource
+
+    limits = tuple(resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_"))
+    try:
+        with open("/proc/self/oom_score_adj") as fh:
+            oom = fh.read()
+    except OSError:
+        oom = None
+    return limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0), oom
+
+
+def no_sockets() -> bool:
+    """No socket of any kind is left in the sandbox's network namespace (a TCP port in
+    TIME_WAIT would refuse the next run's bind, where a fresh sandbox has a new namespace)."""
+    for kind in SOCKETS:
+        try:
+            with open(f"/proc/net/{kind}") as fh:
+                if len([line for line in fh.read().splitlines() if line.strip()]) > 1:
+                    return False
+        except OSError:
+            pass
+    return True
 
 
 def sweep() -> bool:
-    """Kill every process of the sandbox but pid 1 (bubblewrap's) and this one, until none is
-    left; reap those that were ours. False if one would not go."""
+    """Kill every process of the sandbox but pid 1 (bubblewrap's) and this one, whatever state
+    /proc says it is in (a thread group whose leader exited shows `Z` while its other threads
+    run), until /proc holds no other; reap those that were ours. False if one would not go."""
     me = os.getpid()
     for attempt in range(400):  # a killed process takes a moment to go: 2 s at most
         if attempt:
             time.sleep(0.005)
-        others = [p for p in _pids() if p not in (1, me) and not _zombie(p)]
+        others = [p for p in _pids() if p not in (1, me)]
         if not others:
             return True
         for p in others:
@@ -188,22 +227,6 @@ def _mount_points() -> set:
 def _pids() -> list:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return True  # gone
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, os.path.getsize(path) - TAIL))
-            return fh.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 if __name__ == "__main__":
