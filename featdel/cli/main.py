@@ -240,6 +240,9 @@ def run(
     seed: Seed = 0,
     full_suite: FullSuite = False,
     workers: Jobs = 1,
+    overlap: Annotated[bool, typer.Option(
+        "--overlap/--no-overlap",
+        help="With -j above 1: delete from and verify a repository while others still mine.")] = True,
     sandbox: Sandbox = "local",
     unsafe_no_sandbox: Unsafe = False,
     threshold: ThresholdOpt = None,
@@ -262,7 +265,7 @@ def run(
     """Mine, delete, verify and package in one go; resumable on the same --out.
 
     With -j N (local executor) the stages overlap: a repository is deleted from and verified
-    while others still mine, N threads in all.
+    while others still mine, N threads in all (--no-overlap: one stage after another).
 
     With --target-pass-rate the knobs are chosen per candidate by the learner's difficulty model
     and recorded with the predicted pass rate in each task's `steering` column.
@@ -308,7 +311,7 @@ def run(
             delete=DeleteOptions(strategies=strategy, max_candidates=max_candidates, seed=seed,
                                  keep_docstrings=not strip_docstrings, agent=options),
             verify=VerifyOptions(full_suite=full_suite, seed=seed), max_tasks=max_tasks, hide_tests=hide_tests,
-            plan=plan, after_verify=after, on_mined=_mined_or_exit)
+            plan=plan, after_verify=after, on_mined=_mined_or_exit, overlap=overlap)
         verdict_summary(verdicts)
         rd = RunDir(out)
         typer.echo(f"{counted(tasks, 'task')} in {rd.tasks_dir}, {counted(envs, 'environment')} in {rd.envs_dir}")

@@ -123,17 +123,20 @@ def verify_stage(run_dir: Path, backend, opts: VerifyOptions, *, executor=None) 
 def run(entries, run_dir: Path, backend, *, thresholds, delete: DeleteOptions, verify: VerifyOptions,
         max_tasks: int | None = None, hide_tests: bool = False, jobs: int = 1, executor=None,
         plan: Planner | None = None, after_verify: Callable[[Path], object] | None = None,
-        on_mined: Callable[[list[RepoRecord]], None] = lambda records: None) -> tuple[list[Verdict], int, int]:
+        on_mined: Callable[[list[RepoRecord]], None] = lambda records: None,
+        overlap: bool = True) -> tuple[list[Verdict], int, int]:
     """Every stage on `run_dir`; returns (verdicts, tasks, envs). `on_mined` sees the mining
     records before anything is deleted (the CLI prints them and stops when none is usable);
-    `after_verify` runs before packaging (a steered run annotates its combined deletions)."""
+    `after_verify` runs before packaging (a steered run annotates its combined deletions).
+    `overlap`: with `jobs` above 1 on local threads, the first three stages overlap
+    (featdel.pipeline.overlap); False runs them one after another."""
     from featdel.pipeline.package import package
 
     if max_tasks is not None:
         from dataclasses import replace
 
         delete = replace(delete, max_candidates=min(delete.max_candidates, max_tasks))
-    if jobs > 1 and getattr(executor, "name", "local") == "local":
+    if overlap and jobs > 1 and getattr(executor, "name", "local") == "local":
         # Threads here: a repository's deletion and verification start as soon as it is mined
         overlapped_stages(entries, run_dir, backend, thresholds=thresholds, delete=delete, verify=verify, jobs=jobs,
                           plan=plan, on_mined=on_mined)
