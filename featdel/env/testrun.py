@@ -200,7 +200,8 @@ class SuiteRunner:
 
         # Forked from the warm pytest where it may be; a zygote that could not say (it died in the
         # run, or never started) leaves no result, and the run starts again fresh, on a new channel
-        warm_pytest = self.zygote and options.coverage_to is None and not options.write_bytecode
+        warm_pytest = (self.zygote and self.warm and not self._no_zygote and options.coverage_to is None
+                       and not options.write_bytecode and getattr(self.backend, "name", "") == "local")
         for warm in (True, False) if warm_pytest else (False,):
             with self._dirs() as (out_dir, sealed):
                 argv, config = _argv(self.env, options, out_dir, tree)
