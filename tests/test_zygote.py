@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,24 @@ class Counted:
         return Path(shutil.copytree(self.env.src, self.where / str(self.n), symlinks=True))
 
 
+def only(test_file: str) -> RunOptions:
+    return RunOptions(timeout_s=60, tests=[test_file])
+
+
+@contextmanager
+def zygote_runner(env: Env, backend):
+    """A warm runner that forks its runs from a zygote."""
+    with warm_runner(env, backend) as runner:
+        runner.zygote = True
+        yield runner
+
+
+def fresh_first(env: Env, backend, tmp_path: Path, test_file: str):
+    """(trees, the options of a run of `test_file`, that run in a fresh sandbox)."""
+    trees, options = Counted(env, tmp_path), only(test_file)
+    return trees, options, run_suite(env, backend, options, tree=trees())
+
+
 def zygote_pid(runner) -> int | None:
     alive = [z for z in runner._zygotes.values() if z.alive]
     return alive[0].resident.proc.pid if alive else None
@@ -102,10 +121,9 @@ def zygote_pid(runner) -> int | None:
 
 def test_forked_runs_report_what_fresh_runs_report(env, local_backend, tmp_path):
     trees = Counted(env, tmp_path)
-    options = RunOptions(timeout_s=60, tests=["tests/test_mod.py"])
+    options = only("tests/test_mod.py")
     fresh = run_suite(env, local_backend, options, tree=trees())
-    with warm_runner(env, local_backend) as runner:
-        runner.zygote = True
+    with zygote_runner(env, local_backend) as runner:
         runs = [runner.run_suite(options, tree=trees()) for _ in range(2)]
         pid = zygote_pid(runner)
     assert fresh.broken is None, fresh.output_tail
@@ -119,22 +137,18 @@ def test_forked_runs_report_what_fresh_runs_report(env, local_backend, tmp_path)
 
 def test_a_forked_run_sees_nothing_the_previous_run_left(env, local_backend, tmp_path):
     trees = Counted(env, tmp_path)
-    with warm_runner(env, local_backend) as runner:
-        runner.zygote = True
-        planted = runner.run_suite(RunOptions(timeout_s=60, tests=["tests/test_plant.py"]), tree=trees())
+    with zygote_runner(env, local_backend) as runner:
+        planted = runner.run_suite(only("tests/test_plant.py"), tree=trees())
         pid = zygote_pid(runner)
-        clean = runner.run_suite(RunOptions(timeout_s=60, tests=["tests/test_clean.py"]), tree=trees())
+        clean = runner.run_suite(only("tests/test_clean.py"), tree=trees())
         assert zygote_pid(runner) == pid  # the same zygote cleaned up after the first run
     assert planted.outcomes == {"tests/test_plant.py::test_plant": "passed"}, planted.output_tail
     assert clean.outcomes == {"tests/test_clean.py::test_clean": "passed"}, clean.output_tail
 
 
 def test_a_run_cannot_read_the_zygote_nor_answer_for_it(env, local_backend, tmp_path):
-    trees = Counted(env, tmp_path)
-    options = RunOptions(timeout_s=60, tests=["tests/test_reach.py"])
-    fresh = run_suite(env, local_backend, options, tree=trees())
-    with warm_runner(env, local_backend) as runner:
-        runner.zygote = True
+    trees, options, fresh = fresh_first(env, local_backend, tmp_path, "tests/test_reach.py")
+    with zygote_runner(env, local_backend) as runner:
         run = runner.run_suite(options, tree=trees())
         assert zygote_pid(runner) is not None
     assert "fails on purpose" in run.output_tail  # not an assertion that it read the zygote
@@ -144,14 +158,11 @@ def test_a_run_cannot_read_the_zygote_nor_answer_for_it(env, local_backend, tmp_
 
 
 def test_a_run_that_kills_the_zygote_is_run_again_fresh(env, local_backend, tmp_path):
-    trees = Counted(env, tmp_path)
-    options = RunOptions(timeout_s=60, tests=["tests/test_kill.py"])
-    fresh = run_suite(env, local_backend, options, tree=trees())
-    with warm_runner(env, local_backend) as runner:
-        runner.zygote = True
+    trees, options, fresh = fresh_first(env, local_backend, tmp_path, "tests/test_kill.py")
+    with zygote_runner(env, local_backend) as runner:
         killed = runner.run_suite(options, tree=trees())
         assert zygote_pid(runner) is None
-        after = runner.run_suite(RunOptions(timeout_s=60, tests=["tests/test_mod.py"]), tree=trees())
+        after = runner.run_suite(only("tests/test_mod.py"), tree=trees())
         assert zygote_pid(runner) is not None  # the next run started a new one
     assert fresh.outcomes == {"tests/test_kill.py::test_kill_parent": "passed"}, fresh.output_tail
     assert (killed.outcomes, killed.exit_code, killed.broken) == (fresh.outcomes, fresh.exit_code, None)
@@ -160,11 +171,10 @@ def test_a_run_that_kills_the_zygote_is_run_again_fresh(env, local_backend, tmp_
 
 def test_a_forked_run_out_of_time_times_out_and_the_zygote_is_replaced(env, local_backend, tmp_path):
     trees = Counted(env, tmp_path)
-    with warm_runner(env, local_backend) as runner:
-        runner.zygote = True
+    with zygote_runner(env, local_backend) as runner:
         slow = runner.run_suite(RunOptions(timeout_s=3, tests=["tests/test_slow.py"]), tree=trees())
         assert zygote_pid(runner) is None
-        after = runner.run_suite(RunOptions(timeout_s=60, tests=["tests/test_clean.py"]), tree=trees())
+        after = runner.run_suite(only("tests/test_clean.py"), tree=trees())
     assert slow.timed_out and slow.broken is not None and not slow.passed()
     assert after.outcomes == {"tests/test_clean.py::test_clean": "passed"}, after.output_tail
 
@@ -174,8 +184,7 @@ def test_forked_runs_draw_different_random_numbers_as_fresh_runs_do(env, local_b
     would draw the same numbers, and reruns could not see a test that fails by chance."""
     trees = Counted(env, tmp_path)
     options = RunOptions(timeout_s=60, tests=["tests/test_random.py"], extra_args=["-s"])
-    with warm_runner(env, local_backend) as runner:
-        runner.zygote = True
+    with zygote_runner(env, local_backend) as runner:
         runs = [runner.run_suite(options, tree=trees()) for _ in range(3)]
         assert zygote_pid(runner) is not None
     drawn = [next(line for line in run.output_tail.splitlines() if "RANDOM" in line) for run in runs]
@@ -312,12 +321,11 @@ def test_what_a_run_leaves_in_the_zygote_s_sandbox_never_reaches_the_next(attack
     (env.src / "tests" / "test_plant_it.py").write_text(plant)
     (env.src / "tests" / "test_probe_it.py").write_text(probe)
     trees = Counted(env, tmp_path)
-    fresh = run_suite(env, local_backend, RunOptions(timeout_s=60, tests=["tests/test_probe_it.py"]), tree=trees())
+    fresh = run_suite(env, local_backend, only("tests/test_probe_it.py"), tree=trees())
     assert fresh.outcomes == {"tests/test_probe_it.py::test_probe": "passed"}, fresh.output_tail
-    with warm_runner(env, local_backend) as runner:
-        runner.zygote = True
-        runner.run_suite(RunOptions(timeout_s=60, tests=["tests/test_plant_it.py"]), tree=trees())
-        probed = runner.run_suite(RunOptions(timeout_s=60, tests=["tests/test_probe_it.py"]), tree=trees())
+    with zygote_runner(env, local_backend) as runner:
+        runner.run_suite(only("tests/test_plant_it.py"), tree=trees())
+        probed = runner.run_suite(only("tests/test_probe_it.py"), tree=trees())
         assert zygote_pid(runner) is not None
     assert probed.outcomes == fresh.outcomes, probed.output_tail
 
@@ -327,7 +335,6 @@ def test_a_run_that_stops_the_zygote_is_run_again_fresh(env, local_backend, tmp_
         "import os, signal\n\n\ndef test_stop():\n    try:\n        os.kill(os.getppid(), signal.SIGSTOP)\n"
         "    except PermissionError:\n        pass\n")
     trees = Counted(env, tmp_path)
-    with warm_runner(env, local_backend) as runner:
-        runner.zygote = True
+    with zygote_runner(env, local_backend) as runner:
         run = runner.run_suite(RunOptions(timeout_s=3, tests=["tests/test_stop.py"]), tree=trees())
     assert (run.outcomes, run.timed_out, run.exit_code) == ({"tests/test_stop.py::test_stop": "passed"}, False, 0)

@@ -22,6 +22,7 @@ import os
 import secrets
 import select
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,28 +42,21 @@ class Stream:
     problem: str | None = None  # why the stream is not a complete one from the plugin
 
 
-class Channel:
-    """One run's channel: `spec` is the file the launcher reads; use as a context manager around
-    the run, then `stream()`."""
+class FifoReader:
+    """A FIFO in `folder` (the run's sealed directory) that the sandbox writes and only the host
+    reads, drained by a thread while the run goes (use as a context manager around the run): the
+    first `cap` bytes are kept (`data()`), the rest read and dropped, so a writer never blocks."""
 
-    def __init__(self, sealed: Path, *, added: dict[str, list[int]] | None = None, config: str | None = None,
-                 watch: list[str] | None = None, run_only: list[str] | None = None):
-        self.key = secrets.token_bytes(32)
-        self.fifo = sealed / f"channel-{secrets.token_hex(16)}"
-        self.spec = sealed / f"spec-{secrets.token_hex(16)}.json"
-        os.mkfifo(self.fifo, 0o622)
-        os.chmod(self.fifo, 0o622)  # the sandbox uid writes; nobody but the host reads
-        self._fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
-        spec = {"channel": str(self.fifo), "key": self.key.hex(), "added": added or {}, "config": config,
-                "watch": watch or [], **({} if run_only is None else {"run_only": run_only})}
-        self.spec.write_text(json.dumps(spec))
-        os.chmod(self.spec, 0o644)
-        self._chunks: list[bytes] = []
-        self._size = 0
+    def __init__(self, folder: Path, prefix: str, cap: int) -> None:
+        self.path = folder / f"{prefix}-{secrets.token_hex(16)}"
+        os.mkfifo(self.path, 0o622)
+        os.chmod(self.path, 0o622)  # the sandbox uid writes; nobody but the host reads
+        self._fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        self._cap, self._size, self._chunks = cap, 0, []
         self._done = threading.Event()
         self._reader = threading.Thread(target=self._drain, daemon=True)
 
-    def __enter__(self) -> Channel:
+    def __enter__(self) -> FifoReader:
         self._reader.start()
         return self
 
@@ -70,8 +64,7 @@ class Channel:
         self._done.set()
         self._reader.join()
         os.close(self._fd)
-        self.spec.unlink(missing_ok=True)
-        self.fifo.unlink(missing_ok=True)
+        self.path.unlink(missing_ok=True)
 
     def _drain(self) -> None:
         while True:
@@ -82,15 +75,45 @@ class Channel:
                     chunk = os.read(self._fd, 1 << 16)
                 except BlockingIOError:
                     chunk = b""
-                if chunk and self._size < MAX_STREAM_BYTES:
-                    self._chunks.append(chunk)
-                    self._size += len(chunk)
+                if chunk:
+                    if self._size < self._cap:
+                        self._chunks.append(chunk[: self._cap - self._size])
+                        self._size += len(self._chunks[-1])
                     continue
             if done:
                 return
+            if ready:
+                time.sleep(0.01)  # every writer has closed it (end of file) and the run is not over yet
+
+    def data(self) -> bytes:
+        return b"".join(self._chunks)
+
+
+class Channel:
+    """One run's channel: `spec` is the file the launcher reads; use as a context manager around
+    the run, then `stream()`."""
+
+    def __init__(self, sealed: Path, *, added: dict[str, list[int]] | None = None, config: str | None = None,
+                 watch: list[str] | None = None, run_only: list[str] | None = None):
+        self.key = secrets.token_bytes(32)
+        self._reader = FifoReader(sealed, "channel", MAX_STREAM_BYTES)
+        self.fifo = self._reader.path
+        self.spec = sealed / f"spec-{secrets.token_hex(16)}.json"
+        spec = {"channel": str(self.fifo), "key": self.key.hex(), "added": added or {}, "config": config,
+                "watch": watch or [], **({} if run_only is None else {"run_only": run_only})}
+        self.spec.write_text(json.dumps(spec))
+        os.chmod(self.spec, 0o644)
+
+    def __enter__(self) -> Channel:
+        self._reader.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._reader.__exit__(*exc)
+        self.spec.unlink(missing_ok=True)
 
     def stream(self, *, ran: bool = True) -> Stream:
-        return parse(b"".join(self._chunks), self.key, ran=ran)
+        return parse(self._reader.data(), self.key, ran=ran)
 
 
 def parse(data: bytes, key: bytes, *, ran: bool = True) -> Stream:

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import select
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from featdel.env.stream import FifoReader
 from featdel.sandboxes.base import MiB, RunResult
 
 READY_S = 60.0
@@ -51,9 +50,9 @@ class Zygote:
         output FIFO goes there). None: the zygote could not run it."""
         if not self.alive:
             return None
-        with Output(sealed) as output:
+        with FifoReader(sealed, "output", OUTPUT_CAP) as output:
             command = {"argv": list(argv), "env": dict(env), "cwd": str(cwd), "launcher": self.launcher,
-                       "output": str(output.fifo)}
+                       "output": str(output.path)}
             oom = self.resident.oom_kills()
             start = time.monotonic()
             try:
@@ -69,7 +68,7 @@ class Zygote:
                 self.close()
                 if stopped:
                     return None  # a run stopped the zygote (SIGSTOP): what a fresh run does decides
-                return RunResult(argv=tuple(argv), exit_code=124, stdout=output.text(), stderr="",
+                return RunResult(argv=tuple(argv), exit_code=124, stdout=_text(output), stderr="",
                                  duration_s=duration, timed_out=True)
         try:
             answer = json.loads(line or "")
@@ -80,7 +79,7 @@ class Zygote:
         killed = code == 137 or self.resident.oom_kills() > oom
         if not clean or self.resident.processes() != self.processes:
             self.close()
-        return RunResult(argv=tuple(argv), exit_code=code, stdout=output.text(), stderr="", duration_s=duration,
+        return RunResult(argv=tuple(argv), exit_code=code, stdout=_text(output), stderr="", duration_s=duration,
                          killed=killed)
 
     def close(self) -> None:
@@ -88,51 +87,8 @@ class Zygote:
         self.resident.close()
 
 
-class Output:
-    """A FIFO in the run's sealed directory that the child writes its stdout and stderr to, read
-    here as it comes, the first OUTPUT_CAP bytes kept (the rest is read and dropped)."""
-
-    def __init__(self, sealed: Path) -> None:
-        self.fifo = sealed / f"output-{secrets.token_hex(16)}"
-        os.mkfifo(self.fifo, 0o622)
-        os.chmod(self.fifo, 0o622)  # the sandbox uid writes; nobody but the host reads
-        self._fd = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)
-        self._chunks: list[bytes] = []
-        self._size = 0
-        self._done = threading.Event()
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-
-    def __enter__(self) -> Output:
-        self._reader.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._reader.join()
-        os.close(self._fd)
-        self.fifo.unlink(missing_ok=True)
-
-    def _drain(self) -> None:
-        while True:
-            done = self._done.is_set()  # read once more after the run ended: nothing is left behind
-            ready, _, _ = select.select([self._fd], [], [], 0.05)
-            if ready:
-                try:
-                    chunk = os.read(self._fd, 1 << 16)
-                except BlockingIOError:
-                    chunk = b""
-                if chunk:
-                    if self._size < OUTPUT_CAP:
-                        self._chunks.append(chunk[: OUTPUT_CAP - self._size])
-                        self._size += len(self._chunks[-1])
-                    continue
-            if done:
-                return
-            if ready:
-                time.sleep(0.01)  # every writer is gone (end of file) and the answer is not in yet
-
-    def text(self) -> str:
-        return b"".join(self._chunks).decode("utf-8", "replace")
+def _text(output: FifoReader) -> str:
+    return output.data().decode("utf-8", "replace")
 
 
 def _readline(pipe, deadline: float) -> str | None:
