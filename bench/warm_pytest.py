@@ -2,9 +2,10 @@
 as a fresh `python -m pytest` each and N times as a child forked from a process that has already
 imported pytest (the "zygote" a warm runner would keep), alternating.
 
-This measures the ceiling of the next lever of issue 22, not a feature: verification starts a
-fresh pytest for each of its ~10 runs per candidate, and a run of a few tests costs about twice
-the interpreter's and pytest's start. A forked child skips both. The probe runs inside the local
+This measured the ceiling of a lever of issue 22 before it was built: a run of a few tests costs
+about twice the interpreter's and pytest's start, and a forked child skips both. featdel now
+forks verification's runs from such a process (featdel.env.zygote); `bench/verify_speed.py
+--factor zygote` measures that, with featdel's plugin and the zygote's reset after each run. The probe runs inside the local
 sandbox (bubblewrap) with the repository's environment, on its checkout, without featdel's
 plugin (both modes alike), and prints the median seconds per run and their ratio.
 
