@@ -19,6 +19,17 @@ from featdel.core.records import Recipe
 from featdel.env.envs import Env
 from featdel.env.testrun import RunOptions, run_suite, warm_runner
 
+# A process and the processes above it up to bwrap's pid 1: all a run may see in /proc.
+ANCESTRY = """
+import os
+def ancestry():
+    pid, seen = os.getpid(), set()
+    while pid:
+        seen.add(pid)
+        pid = int(open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[1])
+    return seen
+"""
+
 TESTS = {
     "test_mod.py": "import mod\n\n\ndef test_value():\n    assert mod.VALUE == 1\n\n\n"
                    "def test_fails():\n    assert mod.VALUE == 3\n",
@@ -33,14 +44,12 @@ def test_plant():
     libc = ctypes.CDLL(None)
     assert libc.shmget(0, 4096, 0o1600) >= 0  # IPC_PRIVATE | IPC_CREAT
 """,
-    # Sees nothing of the run before: no file, no process but bwrap's, the zygote and itself.
-    "test_clean.py": """
-import os
+    # Sees nothing of the run before: no file, no process but itself and its ancestors.
+    "test_clean.py": ANCESTRY + """
 
 def test_clean():
     assert not os.path.exists('/tmp/planted')
-    others = {int(p) for p in os.listdir('/proc') if p.isdigit()} - {1, os.getpid(), os.getppid()}
-    assert others == set()
+    assert {int(p) for p in os.listdir('/proc') if p.isdigit()} == ancestry()
     assert open('/proc/sysvipc/shm').read().splitlines()[1:] == []
 """,
     # Reads nothing of the zygote, and tries to answer for it on every descriptor it has.
@@ -64,9 +73,16 @@ def test_reach():
             pass
     assert False, 'fails on purpose: the run must say exit 1'
 """,
-    # Kills its parent where it can: the zygote (a fresh run's parent is bubblewrap's, root's).
-    "test_kill.py": "import os, signal\n\n\ndef test_kill_parent():\n    try:\n"
-                    "        os.kill(os.getppid(), signal.SIGKILL)\n    except PermissionError:\n        pass\n",
+    # Kills every process above it that it may: the zygote too (a fresh run's are root's).
+    "test_kill.py": ANCESTRY + """
+import signal
+def test_kill_parent():
+    for pid in ancestry() - {os.getpid()}:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except PermissionError:
+            pass
+""",
     "test_random.py": "import random\n\n\ndef test_random():\n    print('RANDOM', random.random())\n",
     "test_slow.py": "import time\n\n\ndef test_slow():\n    time.sleep(30)\n",
 }
@@ -215,13 +231,13 @@ def test_plant():
         os._exit(0)
     os.wait()
     time.sleep(0.3)
-""", """
-import os, time
+""", ANCESTRY + """
+import time
 def test_probe():
     time.sleep(0.2)
     import mod
     assert mod.VALUE == 1
-    assert {int(p) for p in os.listdir('/proc') if p.isdigit()} - {1, os.getpid(), os.getppid()} == set()
+    assert {int(p) for p in os.listdir('/proc') if p.isdigit()} == ancestry()
 """),
     # Limits, nice value and CPUs set on the zygote (the same uid may) reached every later child.
     "limits": ("""
@@ -338,3 +354,116 @@ def test_a_run_that_stops_the_zygote_is_run_again_fresh(env, local_backend, tmp_
     with zygote_runner(env, local_backend) as runner:
         run = runner.run_suite(RunOptions(timeout_s=3, tests=["tests/test_stop.py"]), tree=trees())
     assert (run.outcomes, run.timed_out, run.exit_code) == ({"tests/test_stop.py::test_stop": "passed"}, False, 0)
+
+
+ATTACKS.update({
+    # The zygote's I/O priority and its session's CPU autogroup, set from a run (the second red team).
+    "priority": ("""
+import ctypes, os, platform
+def test_plant():
+    number = {'x86_64': 251, 'aarch64': 30}.get(platform.machine())
+    for pid in (os.getppid(), int(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1])):
+        if number:
+            ctypes.CDLL(None).syscall(number, 1, pid, 3 << 13)  # ioprio_set: the idle class
+    try:
+        open('/proc/self/autogroup', 'w').write('19')
+    except OSError:
+        pass
+""", """
+import ctypes, os, platform
+def test_probe():
+    number = {'x86_64': 252, 'aarch64': 31}.get(platform.machine())
+    if number:
+        assert ctypes.CDLL(None).syscall(number, 1, 0) >> 13 != 3
+    if os.path.exists('/proc/self/autogroup'):
+        assert open('/proc/self/autogroup').read().split()[-1] == '0'
+"""),
+    # The report folder is one inode for every run of a warm runner: its mode stayed.
+    "report folder": ("""
+import os
+def test_plant():
+    for line in open('/proc/self/mountinfo'):
+        point = line.split()[4]
+        if point.endswith('/out') and os.access(point, os.W_OK):
+            os.chmod(point, 0o500)
+""", """
+import os
+def test_probe():
+    points = [line.split()[4] for line in open('/proc/self/mountinfo')]
+    assert all(os.access(p, os.W_OK) for p in points if p.endswith('/out') or 'featdel-report-' in p)
+"""),
+})
+
+
+def test_a_forked_run_ends_as_an_interpreter_does(env, local_backend, tmp_path):
+    """atexit handlers run, and the run waits for its threads, as at a fresh interpreter's exit."""
+    (env.src / "tests" / "test_exit.py").write_text(
+        "import atexit, threading, time\n\n\ndef test_exit():\n"
+        "    atexit.register(lambda: print('ATEXIT-' + 'RAN'))\n"
+        "    threading.Thread(target=lambda: (time.sleep(0.5), print('THREAD-' + 'DONE'))).start()\n")
+    trees, options, fresh = fresh_first(env, local_backend, tmp_path, "tests/test_exit.py")
+    with zygote_runner(env, local_backend) as runner:
+        forked = runner.run_suite(options, tree=trees())
+        assert zygote_pid(runner) is not None
+    for run in (fresh, forked):
+        assert "THREAD-DONE" in run.output_tail and "ATEXIT-RAN" in run.output_tail, run.output_tail
+
+
+def test_a_zygote_never_holds_tree_code(tmp_path, local_backend):
+    """A zygote starts on an empty staging folder, so it never imports a tree's module. The
+    second red team installed iniconfig (which pytest imports) editable and made candidate 1's
+    copy, loaded into the zygote, answer for candidate 2. Here pytest cannot start without the
+    tree's iniconfig, so no zygote becomes ready and each run is fresh, with its own tree's copy."""
+    import subprocess
+    import sysconfig
+
+    root = tmp_path / "env"
+    (root / "src" / "tests").mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
+    (site / "a_tree.pth").write_text(f"{root / 'src'}\n")  # the tree comes before the venv's packages
+    ours = Path(sysconfig.get_paths()["purelib"])
+    for name in ("_pytest", "pytest", "pluggy", "py.py", "pygments", "packaging"):  # iniconfig: the tree's
+        (shutil.copytree if (ours / name).is_dir() else shutil.copy)(ours / name, site / name)
+    shutil.copytree(next(ours.glob("pytest-*.dist-info")), site / next(ours.glob("pytest-*.dist-info")).name)
+    (site / "b_packages.pth").write_text("")
+    import iniconfig
+
+    real = Path(iniconfig.__file__).parent
+    (root / "src" / "tests" / "test_which.py").write_text(
+        "import iniconfig, pathlib\n\n\ndef test_which():\n"
+        "    assert iniconfig.FROM_TREE == pathlib.Path(__file__).parent.parent.joinpath('which').read_text()\n")
+    env = Env(root=root, recipe=Recipe(python="3", install=[], package_dirs=["iniconfig"],
+                                       test_cmd=["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]))
+    outcomes = []
+    with zygote_runner(env, local_backend) as runner:
+        for which in ("one", "two"):
+            tree = Path(shutil.copytree(env.src, tmp_path / which, symlinks=True))
+            shutil.copytree(real, tree / "iniconfig")
+            with open(tree / "iniconfig" / "__init__.py", "a") as fh:
+                fh.write(f"\nFROM_TREE = {which!r}\n")
+            (tree / "which").write_text(which)
+            outcomes.append(runner.run_suite(only("tests/test_which.py"), tree=tree).outcomes)
+        started_empty = runner._no_zygote  # on an empty staging folder pytest could not import
+    assert outcomes == [{"tests/test_which.py::test_which": "passed"}] * 2
+    assert started_empty  # so both runs were fresh, each with its own tree's iniconfig
+
+
+def test_a_tree_that_provides_a_module_the_zygote_loaded_is_seen(tmp_path):
+    """Where the checkout is on the interpreter's path from the start (a .pth path line, an
+    editable finder's mapping), a name the zygote loaded there sends the run fresh."""
+    from featdel.env.testrun import _shadows
+
+    root = tmp_path / "env"
+    site = root / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    (root / "src" / "src" / "pkg").mkdir(parents=True)
+    env = Env(root=root, recipe=Recipe(python="3", install=[], package_dirs=["src/pkg"], test_cmd=["python"]))
+    (site / "__editable__.pkg.pth").write_text("import __editable___pkg_finder; __editable___pkg_finder.install()\n")
+    (site / "__editable___pkg_finder.py").write_text(f"MAPPING: dict[str, str] = {{'pkg': '{env.src}/src/pkg'}}\n")
+    tree = tmp_path / "tree"
+    (tree / "src" / "pkg").mkdir(parents=True)
+    assert _shadows(tree, env, frozenset({"pkg", "json"})) and not _shadows(tree, env, frozenset({"json"}))
+    (site / "plain.pth").write_text(f"{env.src}\n")
+    (tree / "sitecustomize.py").write_text("")
+    assert _shadows(tree, env, frozenset({"json"}))  # a start-up hook at the root the .pth names

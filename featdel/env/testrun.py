@@ -35,6 +35,7 @@ from importlib import resources
 from pathlib import Path
 
 from featdel.env.envs import Env
+from featdel.sandboxes.hostpaths import hand_over
 
 PASSED = "passed"
 
@@ -277,7 +278,6 @@ class SuiteRunner:
     def _exec(self, argv: Sequence[str], tree: Path | None, variables: dict[str, str], timeout_s: float,
               out_dir: Path, sealed: Path, *, warm_pytest: bool = False):
         from featdel.sandboxes.base import Limits
-        from featdel.sandboxes.hostpaths import hand_over
 
         cwd, limits = self.env.src, Limits(timeout_s=timeout_s)
         if self._root is None:
@@ -287,15 +287,24 @@ class SuiteRunner:
         if workdir not in self._boxes:
             self._boxes[workdir] = self.backend.open(self._spec(workdir, out_dir, sealed, 900.0))
         sandbox = self._boxes[workdir]
+        zygote = None
         if tree is not None:
             _empty(workdir)  # only after a run that failed to hand its tree back is anything left
             _reset_folder(workdir)
+            _reset_folder(out_dir, mode=0o777)
+            if warm_pytest:  # started before the tree is in: the zygote never imports a line of a tree
+                zygote = self._zygote(workdir, sandbox, argv, cwd, variables)
             _move_entries(tree, workdir)
         try:
             hand_over(workdir)
             hand_over(out_dir)
             if warm_pytest:  # None: the caller runs it again fresh
-                return self._warm_pytest(workdir, sandbox, argv, cwd, variables, timeout_s, sealed)
+                if zygote is None or _shadows(tree, self.env, zygote.loaded):
+                    return None
+                from featdel.sandboxes.local import DEFAULT_ENV
+
+                return zygote.run(argv[2:], cwd=cwd, env={**DEFAULT_ENV, **variables}, timeout_s=timeout_s,
+                                  sealed=sealed)
             return sandbox.run(argv, cwd=cwd, env=variables, limits=limits)
         finally:
             try:
@@ -305,12 +314,11 @@ class SuiteRunner:
                     _move_entries(workdir, tree)
 
 
-    def _warm_pytest(self, workdir: Path, sandbox, argv: Sequence[str], cwd: Path, variables: dict[str, str],
-                     timeout_s: float, sealed: Path):
-        """The run from `workdir`'s warm pytest, or None: run it fresh (not a launcher command,
-        a backend that cannot keep a command open, or a zygote that could not say)."""
+    def _zygote(self, workdir: Path, sandbox, argv: Sequence[str], cwd: Path, variables: dict[str, str]):
+        """`workdir`'s warm pytest, started now (on an empty staging folder) if it is not running;
+        None where there is none: not a launcher command, a backend that cannot keep a command
+        open, or one that never became ready (not tried again)."""
         from featdel.env.zygote import Zygote
-        from featdel.sandboxes.local import DEFAULT_ENV
 
         launcher = str(plugin_dir(self.env) / "featdel_launch.py")
         if len(argv) < 2 or argv[1] != launcher or not hasattr(sandbox, "start"):
@@ -319,22 +327,40 @@ class SuiteRunner:
         if zygote is None or not zygote.alive:
             if self._no_zygote:
                 return None
+            hand_over(workdir)
             start_env = {k: v for k, v in variables.items() if k != "FEATDEL_SPEC"}
             zygote = self._zygotes[workdir] = Zygote(sandbox, argv[0], plugin_dir(self.env), cwd, start_env)
-            self._no_zygote = not zygote.alive  # one that never became ready is not tried again
-        return zygote.run(argv[2:], cwd=cwd, env={**DEFAULT_ENV, **variables}, timeout_s=timeout_s, sealed=sealed)
+            self._no_zygote = not zygote.alive
+        return zygote if zygote.alive else None
 
 
-def _reset_folder(folder: Path) -> None:
-    """The staging folder as made, whatever the last run did to it (it is the same inode for
-    every run, and its owner is the sandbox uid): mode 0755, no ACL or user attribute."""
-    os.chmod(folder, 0o755)
+def _reset_folder(folder: Path, mode: int = 0o755) -> None:
+    """A warm runner's folder as made, whatever the last run did to it (the staging and report
+    folders are one inode for every run, owned by the sandbox uid): its mode, no ACL or user
+    attribute."""
+    os.chmod(folder, mode)
     for name in os.listxattr(folder):
         if name.startswith(("user.", "system.posix_acl_")):
             try:
                 os.removexattr(folder, name)
             except OSError:
                 pass
+
+
+def _shadows(tree: Path, env: Env, loaded: frozenset[str]) -> bool:
+    """Would a fresh run on `tree` import one of the modules the zygote has loaded (`loaded`: top-
+    level names) from the tree instead, or run a start-up hook of the tree's? The interpreter
+    starts with the tree on its path only through the venv's .pth files: their path lines and
+    the editable finders' mappings that point into the checkout. Then that run goes fresh."""
+    from featdel.env.tools import tree_import_roots
+
+    for root, names in tree_import_roots(env).items():
+        where = tree / root if root else tree
+        for name in names or (os.listdir(where) if where.is_dir() else []):
+            top = name.split(".", 1)[0]
+            if top in loaded or top in ("sitecustomize", "usercustomize"):
+                return True
+    return False
 
 
 def _move_entries(source: Path, dest: Path) -> None:

@@ -12,6 +12,7 @@ from the shards strips the tools the lock does not name (`strip(venv, keep=locke
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -94,3 +95,33 @@ def locked(lock: list[str]) -> set[str]:
     """The tools a lock names (an environment built from it keeps exactly those)."""
     names = {re.split(r"[=<>!~ @\[;]", line, maxsplit=1)[0].strip().lower().replace("_", "-") for line in lock}
     return {t for t in TOOLS if t in names}
+
+
+def tree_import_roots(env) -> dict[str, list[str] | None]:
+    """Where the interpreter of `env` finds modules in the checkout before any code runs: the
+    venv's .pth path lines under `env.src` (a folder relative to the checkout: None, every name
+    in it) and the editable finders' mappings (`__editable___*_finder.py`: the folder holding each
+    mapped top-level name, with those names). A warm pytest must not have loaded any of these."""
+    import ast
+
+    src = str(env.src)
+    roots: dict[str, list[str] | None] = {}
+    for site in env.venv.glob("lib/python*/site-packages"):
+        for pth in site.glob("*.pth"):
+            for line in pth.read_text(errors="replace").splitlines():
+                line = line.strip()
+                if line.startswith(src) and not line.startswith("import"):
+                    roots[os.path.relpath(line, src)] = None
+        for finder in site.glob("__editable___*finder.py"):
+            text = finder.read_text(errors="replace")
+            for raw in re.findall(r"^MAPPING\s*(?::[^=]*)?=\s*(\{.*?\})\s*$", text, re.MULTILINE):
+                try:
+                    mapping = ast.literal_eval(raw)
+                except (ValueError, SyntaxError):
+                    continue
+                for name, path in mapping.items():
+                    if str(path).startswith(src):
+                        folder = os.path.relpath(os.path.dirname(path), src)
+                        if roots.get(folder, []) is not None:
+                            roots.setdefault(folder, []).append(name)
+    return {("" if k == "." else k): v for k, v in roots.items()}

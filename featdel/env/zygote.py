@@ -29,6 +29,7 @@ from featdel.env.stream import FifoReader
 from featdel.sandboxes.base import MiB, RunResult
 
 READY_S = 60.0
+RESET_S = 120.0
 MAX_ANSWER = 1 << 20
 OUTPUT_CAP = 4 * MiB
 
@@ -39,7 +40,13 @@ class Zygote:
     def __init__(self, sandbox, python: str, plugin: Path, cwd: Path, env: Mapping[str, str]) -> None:
         self.launcher = str(plugin / "featdel_launch.py")
         self.resident = sandbox.start([python, str(plugin / "featdel_zygote.py")], cwd=cwd, env=dict(env))
-        self.alive = _readline(self.resident.proc.stdout, time.monotonic() + READY_S) == "ready"
+        ready = _readline(self.resident.proc.stdout, time.monotonic() + READY_S) or ""
+        self.loaded: frozenset[str] = frozenset()  # the top-level modules it imported before any run
+        try:
+            self.loaded = frozenset(json.loads(ready)["ready"])
+            self.alive = True
+        except (ValueError, KeyError, TypeError):
+            self.alive = False
         self.processes = self.resident.processes()  # host pids of bwrap's and the zygote's: no others, ever
         if not self.alive:
             self.close()
@@ -70,15 +77,22 @@ class Zygote:
                     return None  # a run stopped the zygote (SIGSTOP): what a fresh run does decides
                 return RunResult(argv=tuple(argv), exit_code=124, stdout=_text(output), stderr="",
                                  duration_s=duration, timed_out=True)
+            # The reset after the run has its own time; a zygote that does not finish it is replaced
+            reset = _readline(self.resident.proc.stdout, time.monotonic() + RESET_S)
         try:
-            answer = json.loads(line or "")
-            code, clean = int(answer["exit"]), answer["clean"] is True
+            code = json.loads(line or "")["exit"]
+            code = None if code is None else int(code)
         except (ValueError, KeyError, TypeError):
-            self.close()
-            return None
-        killed = code == 137 or self.resident.oom_kills() > oom
+            code = None  # no answer (it died in the run) or nonsense
+        try:
+            clean = json.loads(reset or "")["clean"] is True
+        except (ValueError, KeyError, TypeError):
+            clean = False
         if not clean or self.resident.processes() != self.processes:
             self.close()
+        if code is None:
+            return None  # nothing it could say for certain (its run's session leader was killed)
+        killed = code == 137 or self.resident.oom_kills() > oom
         return RunResult(argv=tuple(argv), exit_code=code, stdout=_text(output), stderr="", duration_s=duration,
                          killed=killed)
 

@@ -25,12 +25,15 @@ command again in a fresh sandbox.
 This file runs inside the sandbox with the repository's interpreter: standard library and pytest.
 """
 
+import atexit
 import ctypes
 import json
 import os
+import platform
 import shutil
 import signal
 import sys
+import threading
 import time
 
 import featdel_launch  # binds the launcher's names; nothing of the tree is imported here
@@ -38,6 +41,7 @@ import featdel_report  # noqa: F401  (warm: the launcher imports it again from s
 import pytest  # noqa: F401
 
 PR_SET_DUMPABLE = 4
+IOPRIO_GET = {"x86_64": 252, "aarch64": 31}  # the ioprio_get system call's number
 IPC_RMID = 0
 SCRATCH = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/dev/mqueue")
 SOCKETS = ("tcp", "tcp6", "udp", "udp6", "raw", "raw6", "unix")
@@ -53,53 +57,77 @@ def main() -> int:
     # What a fresh run inherits from the shell that started it (the local backend's `cd`)
     started = {k: os.environ[k] for k in ("PWD", "OLDPWD") if k in os.environ}
     before = attributes()
-    answers.write("ready\n")
+    answers.write(json.dumps({"ready": sorted({name.split(".", 1)[0] for name in sys.modules})}) + "\n")
     for line in commands:
         command = json.loads(line)
         code = run(command, libc, started)
+        # The run is over when its child is: the host stops the run's clock here, and gives the
+        # reset below its own (a run that leaves a million files in /tmp is not a slow run)
+        answers.write(json.dumps({"exit": code}) + "\n")
         swept, emptied = sweep(), empty_scratch(libc)
         same = attributes() == before
-        answers.write(json.dumps({"exit": code, "clean": swept and emptied and same and no_sockets(),
-                                  "swept": swept, "emptied": emptied, "attributes": same}) + "\n")
+        answers.write(json.dumps({"clean": swept and emptied and same and no_sockets(), "swept": swept,
+                                  "emptied": emptied, "attributes": same}) + "\n")
     return 0
 
 
-def run(command: dict, libc, started: dict) -> int:
-    """Fork the run's child and wait for it: its exit status, shell style. Nothing of the run's
-    output passes through this process: the child writes to the host's FIFO."""
-    pid = os.fork()
-    if pid == 0:
+def run(command: dict, libc, started: dict):
+    """The run's exit status, shell style, or None when its session leader died by a signal (a
+    run that kills its parent: the host runs it fresh, where the parent is root's bwrap). Nothing
+    of the run's output passes through this process: the child writes to the host's FIFO.
+
+    A fresh run's test process is not a session leader, in a session (and CPU autogroup) of its
+    own: here a first child takes a new session and forks the run's process, as bwrap does."""
+    leader = os.fork()
+    if leader == 0:
         try:
             os.closerange(3, 1 << 16)  # the answers' pipe and every other descriptor of the zygote
-            null = os.open(os.devnull, os.O_RDONLY)  # its own: flags set on it reach no one else
-            output = os.open(command["output"], os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
-            os.dup2(null, 0)
-            os.dup2(output, 1)
-            os.dup2(output, 2)
-            os.close(null)
-            os.close(output)
-            libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the child itself is an ordinary process
-            os.environ.clear()
-            os.environ.update({**command["env"], **started})
-            sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
-            os.chdir(command["cwd"])
-            sys.argv = [command["launcher"], *command["argv"]]
-            code = featdel_launch.main()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:
-            import traceback
-
-            traceback.print_exc()
-            code = 1
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            os.setsid()
+            pid = os.fork()
+            if pid == 0:
+                launch(command, libc, started)
+            _, status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(128 - code if code < 0 else code)
         finally:
-            os._exit(code & 0xFF)
-    _, status = os.waitpid(pid, 0)
+            os._exit(255)
+    _, status = os.waitpid(leader, 0)
     code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
+    return None if code < 0 else code
+
+
+def launch(command: dict, libc, started: dict) -> None:
+    """The run's process: what `python featdel_launch.py ARGV` would be; never returns."""
+    try:
+        null = os.open(os.devnull, os.O_RDONLY)  # its own: flags set on it reach no one else
+        output = os.open(command["output"], os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+        os.dup2(null, 0)
+        os.dup2(output, 1)
+        os.dup2(output, 2)
+        os.close(null)
+        os.close(output)
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the child itself is an ordinary process
+        os.environ.clear()
+        os.environ.update({**command["env"], **started})
+        sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
+        os.chdir(command["cwd"])
+        sys.argv = [command["launcher"], *command["argv"]]
+        code = featdel_launch.main()
+        # As an interpreter's exit does: wait for non-daemon threads, then the atexit handlers
+        threading._shutdown()
+        atexit._run_exitfuncs()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code & 0xFF)
 
 
 def attributes() -> tuple:
@@ -113,7 +141,18 @@ def attributes() -> tuple:
             oom = fh.read()
     except OSError:
         oom = None
-    return limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0), oom
+    return (limits, os.getpriority(os.PRIO_PROCESS, 0), sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0),
+            oom, _ioprio())
+
+
+def _ioprio():
+    """This process's I/O priority (ioprio_get(IOPRIO_WHO_PROCESS, 0)); None where unknown."""
+    number = IOPRIO_GET.get(platform.machine())
+    if number is None:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc.syscall(number, 1, 0)
 
 
 def no_sockets() -> bool:
