@@ -414,19 +414,9 @@ def test_a_zygote_never_holds_tree_code(tmp_path, local_backend):
     second red team installed iniconfig (which pytest imports) editable and made candidate 1's
     copy, loaded into the zygote, answer for candidate 2. Here pytest cannot start without the
     tree's iniconfig, so no zygote becomes ready and each run is fresh, with its own tree's copy."""
-    import subprocess
-    import sysconfig
-
     root = tmp_path / "env"
     (root / "src" / "tests").mkdir(parents=True)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
-    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
-    (site / "a_tree.pth").write_text(f"{root / 'src'}\n")  # the tree comes before the venv's packages
-    ours = Path(sysconfig.get_paths()["purelib"])
-    for name in ("_pytest", "pytest", "pluggy", "py.py", "pygments", "packaging"):  # iniconfig: the tree's
-        (shutil.copytree if (ours / name).is_dir() else shutil.copy)(ours / name, site / name)
-    shutil.copytree(next(ours.glob("pytest-*.dist-info")), site / next(ours.glob("pytest-*.dist-info")).name)
-    (site / "b_packages.pth").write_text("")
+    own_venv(root, root / "src", ("_pytest", "pytest", "pluggy", "py.py", "pygments", "packaging"))  # iniconfig: the tree's
     import iniconfig
 
     real = Path(iniconfig.__file__).parent
@@ -447,6 +437,39 @@ def test_a_zygote_never_holds_tree_code(tmp_path, local_backend):
         started_empty = runner._no_zygote  # on an empty staging folder pytest could not import
     assert outcomes == [{"tests/test_which.py::test_which": "passed"}] * 2
     assert started_empty  # so both runs were fresh, each with its own tree's iniconfig
+
+
+def own_venv(root: Path, on_path: Path, packages) -> None:
+    """A venv at root/venv holding copies of `packages` from ours, with `on_path` (a folder of the
+    checkout) on its path through a .pth line, as an editable install of a src layout leaves it."""
+    import subprocess
+    import sysconfig
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    site = next((root / "venv" / "lib").glob("python3*/site-packages"))
+    (site / "a_tree.pth").write_text(f"{on_path}\n")
+    ours = Path(sysconfig.get_paths()["purelib"])
+    for name in (*packages, next(ours.glob("pytest-*.dist-info")).name):
+        (shutil.copytree if (ours / name).is_dir() else shutil.copy)(ours / name, site / name)
+
+
+def test_a_src_layout_installed_editable_imports_in_a_forked_run(tmp_path, local_backend):
+    """The zygote starts on an empty staging folder; the folders the venv's .pth files name must
+    exist then, or the interpreter leaves them off its path and no forked run finds the package
+    (cachetools 5.5.0: every build check failed with `No module named 'cachetools'`)."""
+    root = tmp_path / "env"
+    (root / "src" / "tests").mkdir(parents=True)
+    (root / "src" / "src" / "pkg").mkdir(parents=True)
+    (root / "src" / "src" / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (root / "src" / "tests" / "test_pkg.py").write_text("import pkg\n\n\ndef test_pkg():\n    assert pkg.VALUE == 1\n")
+    own_venv(root, root / "src" / "src", ("_pytest", "pytest", "pluggy", "py.py", "iniconfig", "pygments", "packaging"))
+    env = Env(root=root, recipe=Recipe(python="3", install=[], package_dirs=["src/pkg"],
+                                       test_cmd=["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]))
+    trees = Counted(env, tmp_path)
+    with zygote_runner(env, local_backend) as runner:
+        runs = [runner.run_suite(only("tests/test_pkg.py"), tree=trees()) for _ in range(2)]
+        assert zygote_pid(runner) is not None
+    assert [r.outcomes for r in runs] == [{"tests/test_pkg.py::test_pkg": "passed"}] * 2, runs[0].output_tail
 
 
 def test_a_tree_that_provides_a_module_the_zygote_loaded_is_seen(tmp_path):

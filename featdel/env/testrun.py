@@ -327,9 +327,19 @@ class SuiteRunner:
         if zygote is None or not zygote.alive:
             if self._no_zygote:
                 return None
+            from featdel.env.tools import tree_import_roots
+
+            # Empty, but with the folders the venv's .pth files name: the interpreter puts on its
+            # path only those that exist when it starts, and every child keeps that path
+            for root in tree_import_roots(self.env):
+                if root and not root.startswith(".."):
+                    (workdir / root).mkdir(parents=True, exist_ok=True)
             hand_over(workdir)
             start_env = {k: v for k, v in variables.items() if k != "FEATDEL_SPEC"}
-            zygote = self._zygotes[workdir] = Zygote(sandbox, argv[0], plugin_dir(self.env), cwd, start_env)
+            try:
+                zygote = self._zygotes[workdir] = Zygote(sandbox, argv[0], plugin_dir(self.env), cwd, start_env)
+            finally:
+                _empty(workdir)
             self._no_zygote = not zygote.alive
         return zygote if zygote.alive else None
 

@@ -27,6 +27,7 @@ This file runs inside the sandbox with the repository's interpreter: standard li
 
 import atexit
 import ctypes
+import importlib
 import json
 import os
 import platform
@@ -111,6 +112,7 @@ def launch(command: dict, libc, started: dict) -> None:
         os.environ.update({**command["env"], **started})
         sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         os.chdir(command["cwd"])
+        importlib.invalidate_caches()  # the folders the zygote's path names were empty at its start
         sys.argv = [command["launcher"], *command["argv"]]
         code = featdel_launch.main()
         # As an interpreter's exit does: wait for non-daemon threads, then the atexit handlers
