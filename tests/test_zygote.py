@@ -490,3 +490,21 @@ def test_a_tree_that_provides_a_module_the_zygote_loaded_is_seen(tmp_path):
     (site / "plain.pth").write_text(f"{env.src}\n")
     (tree / "sitecustomize.py").write_text("")
     assert _shadows(tree, env, frozenset({"json"}))  # a start-up hook at the root the .pth names
+
+
+def test_two_answers_in_one_read_are_two_lines():
+    """The zygote writes a run's exit status and its reset's answer back to back; read together,
+    the second must still be there for the next call (it was dropped once, and the host waited
+    out the reset's whole allowance)."""
+    import os
+    import time
+
+    from featdel.env.zygote import Lines
+
+    r, w = os.pipe()
+    os.write(w, b'{"exit": 0}\n{"clean": true}\n')
+    with os.fdopen(r, "rb") as pipe:
+        lines = Lines(pipe)
+        assert [lines.next(time.monotonic() + 5), lines.next(time.monotonic() + 5)] == ['{"exit": 0}', '{"clean": true}']
+        os.close(w)
+        assert lines.next(time.monotonic() + 5) is None

@@ -40,7 +40,8 @@ class Zygote:
     def __init__(self, sandbox, python: str, plugin: Path, cwd: Path, env: Mapping[str, str]) -> None:
         self.launcher = str(plugin / "featdel_launch.py")
         self.resident = sandbox.start([python, str(plugin / "featdel_zygote.py")], cwd=cwd, env=dict(env))
-        ready = _readline(self.resident.proc.stdout, time.monotonic() + READY_S) or ""
+        self.lines = Lines(self.resident.proc.stdout)
+        ready = self.lines.next(time.monotonic() + READY_S) or ""
         self.loaded: frozenset[str] = frozenset()  # the top-level modules it imported before any run
         try:
             self.loaded = frozenset(json.loads(ready)["ready"])
@@ -68,7 +69,7 @@ class Zygote:
             except OSError:
                 self.close()
                 return None
-            line = _readline(self.resident.proc.stdout, start + timeout_s)
+            line = self.lines.next(start + timeout_s)
             duration = time.monotonic() - start
             if line is None and duration >= timeout_s:
                 stopped = self.resident.stopped()
@@ -78,7 +79,7 @@ class Zygote:
                 return RunResult(argv=tuple(argv), exit_code=124, stdout=_text(output), stderr="",
                                  duration_s=duration, timed_out=True)
             # The reset after the run has its own time; a zygote that does not finish it is replaced
-            reset = _readline(self.resident.proc.stdout, time.monotonic() + RESET_S)
+            reset = self.lines.next(time.monotonic() + RESET_S)
         try:
             code = json.loads(line or "")["exit"]
             code = None if code is None else int(code)
@@ -105,19 +106,26 @@ def _text(output: FifoReader) -> str:
     return output.data().decode("utf-8", "replace")
 
 
-def _readline(pipe, deadline: float) -> str | None:
-    """One line from `pipe` by `deadline`, without its newline; None at EOF, timeout or a line
-    longer than MAX_ANSWER."""
-    fd, data = pipe.fileno(), b""
-    while b"\n" not in data:
-        left = deadline - time.monotonic()
-        if left <= 0 or len(data) > MAX_ANSWER:
-            return None
-        ready, _, _ = select.select([fd], [], [], left)
-        if not ready:
-            continue
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return None
-        data += chunk
-    return data.split(b"\n", 1)[0].decode("utf-8", "replace")
+class Lines:
+    """Lines from a pipe, each by a deadline; what came after a line waits for the next call (the
+    zygote writes a run's two answers back to back, often in one read)."""
+
+    def __init__(self, pipe) -> None:
+        self.fd, self.data = pipe.fileno(), b""
+
+    def next(self, deadline: float) -> str | None:
+        """The next line, without its newline; None at end of file, at the deadline, or when it
+        is longer than MAX_ANSWER."""
+        while b"\n" not in self.data:
+            left = deadline - time.monotonic()
+            if left <= 0 or len(self.data) > MAX_ANSWER:
+                return None
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self.fd, 1 << 16)
+            if not chunk:
+                return None
+            self.data += chunk
+        line, self.data = self.data.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
