@@ -331,31 +331,6 @@ def test_probe():
 }
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
-def test_what_a_run_leaves_in_the_zygote_s_sandbox_never_reaches_the_next(attack, env, local_backend, tmp_path):
-    plant, probe = ATTACKS[attack]
-    (env.src / "tests" / "test_plant_it.py").write_text(plant)
-    (env.src / "tests" / "test_probe_it.py").write_text(probe)
-    trees = Counted(env, tmp_path)
-    fresh = run_suite(env, local_backend, only("tests/test_probe_it.py"), tree=trees())
-    assert fresh.outcomes == {"tests/test_probe_it.py::test_probe": "passed"}, fresh.output_tail
-    with zygote_runner(env, local_backend) as runner:
-        runner.run_suite(only("tests/test_plant_it.py"), tree=trees())
-        probed = runner.run_suite(only("tests/test_probe_it.py"), tree=trees())
-        assert zygote_pid(runner) is not None
-    assert probed.outcomes == fresh.outcomes, probed.output_tail
-
-
-def test_a_run_that_stops_the_zygote_is_run_again_fresh(env, local_backend, tmp_path):
-    (env.src / "tests" / "test_stop.py").write_text(
-        "import os, signal\n\n\ndef test_stop():\n    try:\n        os.kill(os.getppid(), signal.SIGSTOP)\n"
-        "    except PermissionError:\n        pass\n")
-    trees = Counted(env, tmp_path)
-    with zygote_runner(env, local_backend) as runner:
-        run = runner.run_suite(RunOptions(timeout_s=3, tests=["tests/test_stop.py"]), tree=trees())
-    assert (run.outcomes, run.timed_out, run.exit_code) == ({"tests/test_stop.py::test_stop": "passed"}, False, 0)
-
-
 ATTACKS.update({
     # The zygote's I/O priority and its session's CPU autogroup, set from a run (the second red team).
     "priority": ("""
@@ -393,6 +368,31 @@ def test_probe():
     assert all(os.access(p, os.W_OK) for p in points if p.endswith('/out') or 'featdel-report-' in p)
 """),
 })
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_what_a_run_leaves_in_the_zygote_s_sandbox_never_reaches_the_next(attack, env, local_backend, tmp_path):
+    plant, probe = ATTACKS[attack]
+    (env.src / "tests" / "test_plant_it.py").write_text(plant)
+    (env.src / "tests" / "test_probe_it.py").write_text(probe)
+    trees = Counted(env, tmp_path)
+    fresh = run_suite(env, local_backend, only("tests/test_probe_it.py"), tree=trees())
+    assert fresh.outcomes == {"tests/test_probe_it.py::test_probe": "passed"}, fresh.output_tail
+    with zygote_runner(env, local_backend) as runner:
+        runner.run_suite(only("tests/test_plant_it.py"), tree=trees())
+        probed = runner.run_suite(only("tests/test_probe_it.py"), tree=trees())
+        assert zygote_pid(runner) is not None
+    assert probed.outcomes == fresh.outcomes, probed.output_tail
+
+
+def test_a_run_that_stops_the_zygote_is_run_again_fresh(env, local_backend, tmp_path):
+    (env.src / "tests" / "test_stop.py").write_text(
+        "import os, signal\n\n\ndef test_stop():\n    try:\n        os.kill(os.getppid(), signal.SIGSTOP)\n"
+        "    except PermissionError:\n        pass\n")
+    trees = Counted(env, tmp_path)
+    with zygote_runner(env, local_backend) as runner:
+        run = runner.run_suite(RunOptions(timeout_s=3, tests=["tests/test_stop.py"]), tree=trees())
+    assert (run.outcomes, run.timed_out, run.exit_code) == ({"tests/test_stop.py::test_stop": "passed"}, False, 0)
 
 
 def test_a_forked_run_ends_as_an_interpreter_does(env, local_backend, tmp_path):
