@@ -476,6 +476,7 @@ def test_a_tree_that_provides_a_module_the_zygote_loaded_is_seen(tmp_path):
     """Where the checkout is on the interpreter's path from the start (a .pth path line, an
     editable finder's mapping), a name the zygote loaded there sends the run fresh."""
     from featdel.env.testrun import _shadows
+    from featdel.env.tools import tree_import_roots
 
     root = tmp_path / "env"
     site = root / "venv" / "lib" / "python3.11" / "site-packages"
@@ -486,10 +487,11 @@ def test_a_tree_that_provides_a_module_the_zygote_loaded_is_seen(tmp_path):
     (site / "__editable___pkg_finder.py").write_text(f"MAPPING: dict[str, str] = {{'pkg': '{env.src}/src/pkg'}}\n")
     tree = tmp_path / "tree"
     (tree / "src" / "pkg").mkdir(parents=True)
-    assert _shadows(tree, env, frozenset({"pkg", "json"})) and not _shadows(tree, env, frozenset({"json"}))
+    roots = tree_import_roots(env)
+    assert _shadows(tree, roots, frozenset({"pkg", "json"})) and not _shadows(tree, roots, frozenset({"json"}))
     (site / "plain.pth").write_text(f"{env.src}\n")
     (tree / "sitecustomize.py").write_text("")
-    assert _shadows(tree, env, frozenset({"json"}))  # a start-up hook at the root the .pth names
+    assert _shadows(tree, tree_import_roots(env), frozenset({"json"}))  # a start-up hook at the root the .pth names
 
 
 def test_two_answers_in_one_read_are_two_lines():

@@ -158,6 +158,7 @@ class SuiteRunner:
         self.zygote = False
         self._zygotes: dict[Path, object] = {}
         self._no_zygote = False
+        self._import_roots: dict[str, list[str] | None] | None = None  # the venv's, read once
 
     def __enter__(self) -> SuiteRunner:
         if self.warm:
@@ -171,15 +172,11 @@ class SuiteRunner:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def renew(self) -> None:
-        """End the warm pytests: the next run starts a new one (verification: every candidate)."""
-        zygotes, self._zygotes = list(self._zygotes.values()), {}
-        for zygote in zygotes:
-            zygote.close()
-
     def close(self) -> None:
         try:
-            self.renew()
+            zygotes, self._zygotes = list(self._zygotes.values()), {}
+            for zygote in zygotes:
+                zygote.close()
             for box in self._boxes.values():
                 box.close()
         finally:
@@ -299,7 +296,7 @@ class SuiteRunner:
             hand_over(workdir)
             hand_over(out_dir)
             if warm_pytest:  # None: the caller runs it again fresh
-                if zygote is None or _shadows(tree, self.env, zygote.loaded):
+                if zygote is None or _shadows(tree, self._roots(), zygote.loaded):
                     return None
                 from featdel.sandboxes.local import DEFAULT_ENV
 
@@ -313,6 +310,14 @@ class SuiteRunner:
                 if tree is not None:
                     _move_entries(workdir, tree)
 
+    def _roots(self) -> dict[str, list[str] | None]:
+        """Where the venv's .pth files put the checkout on the interpreter's path
+        (featdel.env.tools.tree_import_roots), read at the first use: the venv does not change."""
+        if self._import_roots is None:
+            from featdel.env.tools import tree_import_roots
+
+            self._import_roots = tree_import_roots(self.env)
+        return self._import_roots
 
     def _zygote(self, workdir: Path, sandbox, argv: Sequence[str], cwd: Path, variables: dict[str, str]):
         """`workdir`'s warm pytest, started now (on an empty staging folder) if it is not running;
@@ -327,11 +332,9 @@ class SuiteRunner:
         if zygote is None or not zygote.alive:
             if self._no_zygote:
                 return None
-            from featdel.env.tools import tree_import_roots
-
             # Empty, but with the folders the venv's .pth files name: the interpreter puts on its
             # path only those that exist when it starts, and every child keeps that path
-            for root in tree_import_roots(self.env):
+            for root in self._roots():
                 if root and not root.startswith(".."):
                     (workdir / root).mkdir(parents=True, exist_ok=True)
             hand_over(workdir)
@@ -357,14 +360,13 @@ def _reset_folder(folder: Path, mode: int = 0o755) -> None:
                 pass
 
 
-def _shadows(tree: Path, env: Env, loaded: frozenset[str]) -> bool:
+def _shadows(tree: Path, roots: dict[str, list[str] | None], loaded: frozenset[str]) -> bool:
     """Would a fresh run on `tree` import one of the modules the zygote has loaded (`loaded`: top-
     level names) from the tree instead, or run a start-up hook of the tree's? The interpreter
-    starts with the tree on its path only through the venv's .pth files: their path lines and
-    the editable finders' mappings that point into the checkout. Then that run goes fresh."""
-    from featdel.env.tools import tree_import_roots
-
-    for root, names in tree_import_roots(env).items():
+    starts with the tree on its path only through the venv's .pth files (`roots`: their path lines
+    and the editable finders' mappings that point into the checkout, from
+    featdel.env.tools.tree_import_roots). Then that run goes fresh."""
+    for root, names in roots.items():
         where = tree / root if root else tree
         for name in names or (os.listdir(where) if where.is_dir() else []):
             top = name.split(".", 1)[0]

@@ -36,8 +36,6 @@ def overlapped(entries, run_dir: Path, backend, *, thresholds, plan, max_candida
     """Mine `entries`, delete from each mined repository and verify its deletions, `jobs` threads
     at a time (see the module docstring). `on_mined` sees every entry's record once mining is
     over: at once when none is usable (it may raise to stop the run), else after the progress bar."""
-    from dataclasses import asdict
-
     from featdel.pipeline.delete import combine_all, delete_repo
     from featdel.pipeline.mine import mine_one
     from featdel.pipeline.verify import SPEED_ONLY, Runners, verify_in
@@ -45,7 +43,7 @@ def overlapped(entries, run_dir: Path, backend, *, thresholds, plan, max_candida
     run_dir = run_dir.resolve()
     rd = RunDir(run_dir)
     repos = rd.latest_repos()
-    rd.stage_options("mined", {"thresholds": asdict(thresholds), "sandbox": getattr(backend, "name", "")},
+    rd.stage_options("mined", {"thresholds": dataclasses.asdict(thresholds), "sandbox": getattr(backend, "name", "")},
                      started=bool(repos))
     rd.stage_options("deleted", plan.options, started=any(rd.deleted_marker(r.name).exists() for r in rd.mined()))
     verdicts = {v.deletion_id for v in rd.verdicts()}
