@@ -9,11 +9,15 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# uv's download and wheel cache, shared by every test's featdel cache and both workers (uv locks
+# it): without this each test cache fetches pytest and coverage again (featdel.env.tools.uv_environ)
+os.environ.setdefault("UV_CACHE_DIR", os.path.join(tempfile.gettempdir(), "featdel-tests-uv-cache"))
 
 
 @pytest.hookimpl(optionalhook=True)

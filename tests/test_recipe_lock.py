@@ -31,7 +31,8 @@ LIB = {
 
 @pytest.fixture(scope="module")
 def two_builds(tmp_path_factory, featdel_cache):
-    """The same repo@commit@recipe built under two empty caches, as on two machines."""
+    """The same repo@commit@recipe built under two empty caches, as on two machines: one that
+    installs with uv (the default) and one whose installs all go through pip."""
     repo = make_repo(tmp_path_factory.mktemp("lock") / "locklib", LIB)
     pinned = resolve(str(repo))
     tree = tmp_path_factory.mktemp("tree") / "src"
@@ -41,6 +42,7 @@ def two_builds(tmp_path_factory, featdel_cache):
     with pytest.MonkeyPatch.context() as mp:
         for machine in ("a", "b"):
             mp.setenv("FEATDEL_CACHE", str(tmp_path_factory.mktemp(f"cache-{machine}")))
+            mp.setenv("FEATDEL_INSTALLER", "uv" if machine == "a" else "pip")
             env = envs.build(pinned, recipe)
             built.append((env, envs.env_id(pinned.name, pinned.commit, env.recipe)))
     return pinned, recipe, built
@@ -76,6 +78,34 @@ def test_two_caches_agree_on_the_env_id_and_each_finds_its_env_by_it(two_builds,
     assert a.recipe.key() == recipe.key() and a.root.name.endswith(recipe.key())
     other = dataclasses.replace(a.recipe, lock=[*a.recipe.lock, "extra==1.0"])
     assert envs.env_id(pinned.name, pinned.commit, other) != id_a
+
+
+def test_uv_and_pip_install_the_same_environment_and_uv_compiles_its_bytecode(two_builds):
+    """uv is the installer by default; an env it builds has the lock pip's would (above: the
+    same env id), and its installed modules are byte-compiled as pip's are, so no sandboxed run
+    (which writes no bytecode) compiles pytest again."""
+    _, _, [(by_uv, _), (by_pip, _)] = two_builds
+    uv_log, pip_log = [(env.root / "build.log").read_text() for env in (by_uv, by_pip)]
+    assert "uv pip install" in uv_log and "# uv failed" not in uv_log
+    assert "uv pip install" not in pip_log and " -m pip " in pip_log
+    for env in (by_uv, by_pip):
+        site = next(env.venv.glob("lib/python*/site-packages"))
+        assert list((site / "_pytest" / "__pycache__").glob("*.pyc")), env.root
+
+
+def test_a_step_uv_refuses_is_done_by_pip(tmp_path, featdel_cache):
+    """A recipe step that uv will not run (here a pip-only option a recipe override may carry)
+    is run again by pip: the env builds, and the log says so."""
+    pinned = resolve(str(make_repo(tmp_path / "locklib", LIB)))
+    tree = tmp_path / "src"
+    checkout(pinned, tree)
+    recipe = detect(tree)
+    install = [[*argv[:4], "--progress-bar", "off", *argv[4:]] if "-e" in argv else argv for argv in recipe.install]
+    env = envs.build(pinned, dataclasses.replace(recipe, install=install))
+    log = (env.root / "build.log").read_text()
+    assert log.count("# uv failed: the same step with pip") == 1
+    assert {"pytest", "coverage"} <= {line.split("==")[0].lower() for line in env.recipe.lock}
+    assert envs.load(env.root) is not None
 
 
 def test_an_env_built_before_locks_is_locked_when_next_used(two_builds, monkeypatch):

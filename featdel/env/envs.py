@@ -5,8 +5,8 @@ In: a `PinnedSource` and a `Recipe`. Out: an `Env` whose `src/` holds the tree a
 (repo, commit, recipe hash); a `ready.json` marker written last makes a half-built env count as
 missing, so an interrupted build is redone rather than trusted.
 
-The install tools stay out (featdel.env.tools): the venv is made without pip and the host's pip
-installs into it; pip, setuptools and wheel go in only when the repository's own code or tests
+The install tools stay out (featdel.env.tools): the venv is made without pip and uv (or, where
+uv is missing or refuses a step, the host's pip) installs into it; pip, setuptools and wheel go in only when the repository's own code or tests
 import them, and one a dependency pulled in leaves after the install, so a test run sees no
 vendored copy of another library that only the installer needed.
 
@@ -160,14 +160,32 @@ def build(source: PinnedSource, recipe: Recipe, *, tree_ready: Path | None = Non
     variables = {**os.environ, **env.environ(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     variables.pop("PYTHONDONTWRITEBYTECODE")  # byte-compiling the venv once saves every test run
     keep = tools.keep_for(env.src)
-    if keep:
-        _run([*tools.host_pip(env.venv), "install", "-q", *sorted(keep)], cwd=env.src, env=variables, log=log,
-             timeout=timeout_s)
-    for argv in recipe.install:
-        _run(tools.through_host_pip(argv, env.venv), cwd=env.src, env=variables, log=log, timeout=timeout_s)
+    for argv in ([["pip", "install", "-q", *sorted(keep)]] if keep else []) + recipe.install:
+        _install(argv, env, variables, log, timeout_s)
     _scrub_build_outputs(env.src)
     tools.strip(env.venv, keep, log)  # what a dependency pulled in (setuptools, most often)
     return _locked(env, source)
+
+
+def _install(argv: list[str], env: Env, variables: dict[str, str], log: Path, timeout: float) -> None:
+    """One install step of the recipe: by uv when it can (featdel.env.tools.through_uv), else,
+    or when uv refuses what pip accepts (old metadata uv holds invalid), by the host's pip."""
+    from featdel.env import tools
+
+    fast = tools.through_uv(argv, env.venv)
+    if fast is not None:
+        try:
+            return _run(fast, cwd=env.src, env={**variables, **tools.uv_environ()}, log=log, timeout=timeout)
+        except _TimedOut:
+            raise
+        except EnvBuildError:
+            with log.open("a") as fh:
+                fh.write("# uv failed: the same step with pip\n")
+    _run(tools.through_host_pip(argv, env.venv), cwd=env.src, env=variables, log=log, timeout=timeout)
+
+
+class _TimedOut(EnvBuildError):
+    pass
 
 
 def _run(argv: list[str], *, cwd: Path, env, log: Path, timeout: float) -> None:
@@ -177,7 +195,7 @@ def _run(argv: list[str], *, cwd: Path, env, log: Path, timeout: float) -> None:
         try:
             done = subprocess.run(argv, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise EnvBuildError(f"install step timed out after {timeout:.0f}s: {' '.join(argv)} (see {log})") from None
+            raise _TimedOut(f"install step timed out after {timeout:.0f}s: {' '.join(argv)} (see {log})") from None
     if done.returncode != 0:
         tail = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:]
         raise EnvBuildError(f"install failed: {' '.join(argv[2:])}: {tail[0][:200] if tail else ''} (see {log})")
