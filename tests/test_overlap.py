@@ -77,3 +77,38 @@ def test_an_overlapped_run_stopped_in_the_middle_resumes_to_the_same_end(entries
     assert 0 < len(RunDir(cut).verdicts()) < len(RunDir(whole).verdicts())
     run(entries, cut, local_backend, thresholds=THRESHOLDS, delete=DELETE, verify=VERIFY, jobs=2)
     assert decided(cut) == decided(whole)
+
+
+def test_the_next_task_is_the_earliest_stage_then_a_combine_then_the_heaviest_repository():
+    """`_next`'s order: mining, then deleting, then verifying; among verifications a combine
+    pass's first, then the repository whose suite takes longest (its combine pass, waiting on
+    every one of its candidates, must not start last and run alone), first come first served
+    among equals."""
+    from featdel.core.records import RepoRecord
+    from featdel.pipeline.overlap import _next
+
+    light, heavy, done = (RepoRecord(source=n, name=n, suite_seconds=s) for n, s in
+                          (("light", 0.5), ("heavy", 0.9), ("done", 0.1)))
+    pending = [("verify", 0, light, "v-light-1"), ("verify", 1, heavy, "v-heavy-1"), ("verify", 2, light, "v-light-2"),
+               ("verify", 3, done, "v-done-combine"), ("verify", 4, heavy, "v-heavy-2"),
+               ("delete", 5, light, "d-light"), ("mine", 6, None, "m-next")]
+    taken = [_next(pending, combined={"done"})[3] for _ in range(7)]
+    assert taken == ["m-next", "d-light", "v-done-combine", "v-heavy-1", "v-heavy-2", "v-light-1", "v-light-2"]
+    assert pending == []
+
+
+def test_a_source_that_cannot_be_fetched_ahead_is_mining_s_to_record(tmp_path, featdel_cache):
+    """Sources are fetched on threads of their own before mining (`_pin`); a failure there
+    raises nothing, and mining meets it again and records it as the repository's verdict."""
+    from featdel.pipeline.overlap import _pin
+
+    missing = str(tmp_path / "no-such-repo")
+    assert _pin(missing) is None
+    rd_dir = tmp_path / "run"
+    entry = CorpusEntry(source=missing, overrides=Overrides())
+    from featdel.sandboxes import get_backend
+
+    run([entry], rd_dir, get_backend("local"), thresholds=THRESHOLDS, delete=DELETE, verify=VERIFY, jobs=2,
+        on_mined=lambda records: None)
+    [record] = RunDir(rd_dir).latest_repos().values()
+    assert record.status == "broken" and "no such directory" in record.reason

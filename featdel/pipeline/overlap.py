@@ -11,13 +11,15 @@ not mined again, a deleted one (its marker) not deleted again, a verdict never w
 With the `combine` strategy, a repository's combine pass (featdel.pipeline.delete.combine_all)
 runs as soon as its last deletion has a verdict, and its combined deletions are verified here
 too; `verify_stage` after it finds them done. Packaging comes after (featdel.pipeline.run).
-Threads only: with a Ray executor, or one job, the stages run one after another.
+Which task a free thread takes is `_next`'s choice (the earliest stage, a combine pass, the
+heaviest repository); sources are fetched ahead on threads of their own (`_pin`), so no thread
+of the pool waits on a download. Threads only: with a Ray executor, or one job, the stages run
+one after another.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import itertools
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -53,10 +55,11 @@ def overlapped(entries, run_dir: Path, backend, *, thresholds, plan, max_candida
     contexts: dict = {}
     runners = Runners()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    # Sources are fetched ahead of their mining, on threads of their own: a download waits on the
+    # network, not on a core, and mining then finds the source in the cache.
+    pins = ThreadPoolExecutor(max_workers=_PIN_THREADS, thread_name_prefix="featdel-pin")
     running: dict = {}  # future -> (kind, item)
-    # Work waiting for a thread, the earliest stage first: a repository still to mine or delete
-    # opens more work, and left behind verifications it would end the run alone.
-    pending: list = []
+    pending: list = []  # (kind, order, item, fn, args, kw), taken by `_next`
     order = itertools.count()
 
     with StepProgress("running", [e.source for e in entries]) as progress:
@@ -70,11 +73,11 @@ def overlapped(entries, run_dir: Path, backend, *, thresholds, plan, max_candida
             progress.step(source, what)
 
         def submit(kind: str, item, fn, *args, **kw) -> None:
-            heapq.heappush(pending, (_FIRST[kind], next(order), kind, item, fn, args, kw))
+            pending.append((kind, next(order), item, fn, args, kw))
 
         def fill() -> None:
             while pending and len(running) < max(1, jobs):
-                _, _, kind, item, fn, args, kw = heapq.heappop(pending)
+                kind, _, item, fn, args, kw = _next(pending, combined)
                 running[pool.submit(fn, *args, **kw)] = (kind, item)
 
         def to_delete(record: RepoRecord) -> None:
@@ -106,9 +109,10 @@ def overlapped(entries, run_dir: Path, backend, *, thresholds, plan, max_candida
                     else:
                         progress.step(entry.source, "done")
                 else:
-                    submit("mine", entry, mine_one, entry, run_dir, backend=backend, thresholds=thresholds,
-                           on_step=step)
-            mining = sum(task[2] == "mine" for task in pending)
+                    pinned = pins.submit(_pin, entry.source)
+                    submit("mine", entry, _mine, pinned, mine_one, entry, run_dir, backend=backend,
+                           thresholds=thresholds, on_step=step)
+            mining = sum(task[0] == "mine" for task in pending)
             told = False
 
             def mined() -> list[RepoRecord]:
@@ -151,10 +155,49 @@ def overlapped(entries, run_dir: Path, backend, *, thresholds, plan, max_candida
                                       f"verifying {total[item.name] - left[item.name]}/{total[item.name]}")
                 fill()
         finally:
+            pins.shutdown(wait=True, cancel_futures=True)
             pool.shutdown(wait=True, cancel_futures=True)
             runners.close()
     if not told:
         on_mined(mined())
+
+
+def _next(pending: list, combined: set[str]) -> tuple:
+    """Take the task to start next from `pending`: the earliest stage first (a repository still
+    to mine or delete opens more work, and left behind, its verifications would end the run
+    alone); among verifications, a combine pass's first (the longest, and the last of their
+    repository's chain), then those of the repository whose suite takes longest (whose
+    candidates take longest: its combine pass, which waits for all of them, starts early and
+    runs beside the lighter repositories' work, not alone at the end); else first come, first
+    served."""
+    def key(task) -> tuple:
+        kind, order, item = task[:3]
+        if kind != "verify":
+            return _FIRST[kind], 0, 0, order
+        return _FIRST[kind], item.name not in combined, -item.suite_seconds, order
+
+    best = min(range(len(pending)), key=lambda i: key(pending[i]))
+    return pending.pop(best)
+
+
+_PIN_THREADS = 4
+
+
+def _pin(source: str) -> None:
+    """Fetch `source` into the cache ahead of its mining. A failure here is mining's to meet
+    again and record (`mine_one` pins every source itself)."""
+    from featdel.env import sources
+
+    try:
+        sources.resolve(source)
+    except Exception:  # noqa: BLE001 - mining pins it again and records why it failed
+        pass
+
+
+def _mine(pinned, mine_one, *args, **kw):
+    """`mine_one` once its source's fetch (`_pin`) is over: never two fetches of one source."""
+    pinned.result()
+    return mine_one(*args, **kw)
 
 
 def _delete(delete_repo, record: RepoRecord, run_dir: Path, *, check_factory, **kw):
