@@ -50,8 +50,13 @@ def references(names: set[str], start: Path) -> int:
     return count
 
 
-def features(deletion: Deletion, start: Path, fail_to_pass: list[str], pass_to_pass: list[str]) -> dict:
+def features(deletion: Deletion, start: Path, fail_to_pass: list[str], pass_to_pass: list[str], *,
+             similar: float | None = None) -> dict:
+    """`similar`: the similarity verification measured on this start state (the verdict's), so
+    packaging does not measure it again; None measures it."""
     names = {ref.rpartition("::")[2].rsplit(".", 1)[-1] for ref in deletion.deleted_symbols}
+    if similar is None:
+        similar = similarity(deletion.removed, start, exclude=set(deletion.deleted_symbols)).score
     return {
         "deleted_lines": sum(len(s.splitlines()) for s in deletion.removed),
         "deleted_symbols": len(deletion.deleted_symbols),
@@ -60,7 +65,7 @@ def features(deletion: Deletion, start: Path, fail_to_pass: list[str], pass_to_p
         "fail_to_pass": len(fail_to_pass),
         "pass_to_pass": len(pass_to_pass),
         "references": references(names, start),
-        "similarity": similarity(deletion.removed, start, exclude=set(deletion.deleted_symbols)).score,
+        "similarity": similar,
         "docstrings_kept": deletion.keep_docstrings,
         "tests_visible": True,
     }

@@ -106,8 +106,9 @@ def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Ver
         if trees.tree_digest(start) != verdict.start_sha256:
             raise RunDirError(f"{deletion.deletion_id}: the start state differs from the one verified; "
                               "run `featdel verify` again")
-        feats = difficulty.features(deletion, start, verdict.FAIL_TO_PASS, verdict.PASS_TO_PASS)
-    feats.update(similarity=verdict.similarity, tests_visible=not hide_tests)
+        feats = difficulty.features(deletion, start, verdict.FAIL_TO_PASS, verdict.PASS_TO_PASS,
+                                    similar=verdict.similarity)
+    feats.update(tests_visible=not hide_tests)
     if hide_tests:
         hidden = {t.split("::")[0]: None for t in verdict.FAIL_TO_PASS}
         start_files = {**deletion.files, **hidden}
