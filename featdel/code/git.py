@@ -44,17 +44,21 @@ def git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, 
     return out.stdout.strip()
 
 
-def commit_tree(path: Path, message: str) -> str:
+def commit_tree(path: Path, message: str, *, pack: bool = False) -> str:
     """Make `path` a git repository with exactly one commit of its files; return the commit id.
     A `.git` already there (an sdist can ship one, with hooks and config) is removed first, and
     git runs in featdel's isolated environment (`featdel.code.hostgit`): no hooks, no config but the
-    new repository's own, none of the user's or the system's."""
+    new repository's own, none of the user's or the system's. The repository gets no template
+    (no sample hooks, no description). `pack`: its objects go into one pack file, for a tree
+    that is copied many times (a start state: 22 entries under .git for toolz, not 118, and a
+    copy of the whole tree 1.6 ms, not 28)."""
     from featdel.code.hostgit import HostRepo, remove_entry
 
     git_dir = path / ".git"
     remove_entry(git_dir)
-    steps = (["init", "-q", "-b", "main"], ["add", "-A", "-f"],
-             ["commit", "-q", "--no-verify", "--no-gpg-sign", "-m", message], ["rev-parse", "HEAD"])
+    steps = (["init", "-q", "-b", "main", "--template="], ["add", "-A", "-f"],
+             ["commit", "-q", "--no-verify", "--no-gpg-sign", "-m", message],
+             *([["repack", "-a", "-d", "-q"]] if pack else []), ["rev-parse", "HEAD"])
     with HostRepo() as host:
         for argv in steps:
             try:

@@ -102,7 +102,7 @@ def start_state(snapshot: Path, deletion_patch: str, dest: Path) -> Path:
     if deletion_patch:
         apply_patch(dest, deletion_patch)
     scrub(dest)
-    commit_tree(dest, "start")
+    commit_tree(dest, "start", pack=True)  # copied for every run of a candidate
     return dest
 
 
