@@ -95,14 +95,16 @@ def scrub(tree: Path) -> list[str]:
     return removed
 
 
-def start_state(snapshot: Path, deletion_patch: str, dest: Path) -> Path:
+def start_state(snapshot: Path, deletion_patch: str, dest: Path, *, commit: bool = True) -> Path:
     """What a learner gets: snapshot + `git apply deletion_patch`, scrubbed, committed as the
-    only commit of a fresh repository. Verification tests exactly this tree."""
+    only commit of a fresh repository. Verification tests exactly this tree. `commit=False`:
+    the files alone, no repository (what `tree_digest` hashes and packaging reads)."""
     extract(snapshot, dest)
     if deletion_patch:
         apply_patch(dest, deletion_patch)
     scrub(dest)
-    commit_tree(dest, "start", pack=True)  # copied for every run of a candidate
+    if commit:
+        commit_tree(dest, "start", pack=True)  # copied for every run of a candidate
     return dest
 
 

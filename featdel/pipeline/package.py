@@ -102,7 +102,7 @@ def task_row(run_dir: Path, record: RepoRecord, deletion: Deletion, verdict: Ver
     # `test_patch` restores them; the graded tree (start + patch + test_patch) is the verified one.
     deletion_patch, patch, test_patch = verdict.deletion_patch, verdict.patch, ""
     with tempfile.TemporaryDirectory(prefix="featdel-pkg-") as tmp:
-        start = trees.start_state(snapshot, deletion_patch, Path(tmp) / "start")
+        start = trees.start_state(snapshot, deletion_patch, Path(tmp) / "start", commit=False)  # .git is not hashed
         if trees.tree_digest(start) != verdict.start_sha256:
             raise RunDirError(f"{deletion.deletion_id}: the start state differs from the one verified; "
                               "run `featdel verify` again")
