@@ -79,23 +79,33 @@ def test_an_overlapped_run_stopped_in_the_middle_resumes_to_the_same_end(entries
     assert decided(cut) == decided(whole)
 
 
-def test_the_next_task_is_the_earliest_stage_then_a_combine_then_the_heaviest_repository():
-    """`_next`'s order: mining, then deleting, then verifying; among verifications a combine
-    pass's first, then the repository whose suite takes longest (its combine pass, waiting on
-    every one of its candidates, must not start last and run alone), first come first served
-    among equals."""
+def test_the_next_task_is_the_earliest_stage_then_the_longest_chain_of_verification():
+    """`_next`'s order: mining, then deleting, then verifying; among verifications, the
+    repository with the most work ahead in its suite's seconds (two suites a candidate, eight a
+    combined deletion, and eight for a combine pass still to come), first come first served
+    among equals: a heavy repository's candidates first, until what it has left is no more
+    than a lighter one's, so that no combine pass runs alone at the end."""
     from featdel.core.records import RepoRecord
     from featdel.pipeline.overlap import _next
 
-    light, heavy, done = (RepoRecord(source=n, name=n, suite_seconds=s) for n, s in
-                          (("light", 0.5), ("heavy", 0.9), ("done", 0.1)))
-    pending = [("verify", 0, light, "v-light-1"), ("verify", 1, heavy, "v-heavy-1"), ("verify", 2, light, "v-light-2"),
-               ("verify", 3, done, "v-done-combine"), ("verify", 4, heavy, "v-heavy-2"),
-               ("delete", 5, light, "d-light"), ("mine", 6, None, "m-next")]
-    taken = [_next(pending, combined={"done"})[3] for _ in range(7)]
-    assert taken == ["m-next", "d-light", "v-done-combine", "v-heavy-1", "v-heavy-2", "v-light-1", "v-light-2"]
-    assert pending == []
-
+    light, heavy = (RepoRecord(source=n, name=n, suite_seconds=s) for n, s in (("light", 0.5), ("heavy", 1.0)))
+    pending = [("verify", i, light, f"light-{i}") for i in range(4)]  # light: (8 + 4 x 2) x 0.5 = 8
+    pending += [("verify", 10 + i, heavy, f"heavy-{i}") for i in range(3)]  # heavy: (8 + 3 x 2) x 1 = 14
+    pending += [("delete", 20, light, "delete"), ("mine", 21, None, "mine")]
+    taken = [_next(pending, combined=set(), combine=True)[3] for _ in range(9)]
+    # heavy 14 > 8, then 12 > 8, then 10 > 8; then light 8 against heavy's 8 (the older first)
+    assert taken[:2] == ["mine", "delete"]
+    assert taken[2:] == ["heavy-0", "heavy-1", "heavy-2", "light-0", "light-1", "light-2", "light-3"]
+    # a combined deletion waiting (its repository's pass ran) weighs eight suites
+    pending = [("verify", 0, heavy, "heavy-single"), ("verify", 1, light, "light-combined")]
+    assert _next(pending, combined={"light"}, combine=True)[3] == "heavy-single"  # 10 x 1 > 8 x 0.5
+    pending = [("verify", 0, light, "light-combined"), ("verify", 1, heavy, "heavy-combined")]
+    assert _next(pending, combined={"light", "heavy"}, combine=True)[3] == "heavy-combined"  # 8 x 1 > 8 x 0.5
+    # without the combine strategy no pass is to come: only the candidates count
+    pending = [("verify", 0, light, "light-a"), ("verify", 1, light, "light-b"), ("verify", 2, heavy, "heavy")]
+    assert _next(pending, combined=set(), combine=False)[3] == "light-a"  # 2 x 2 x 0.5 = 2 x 1: the older
+    pending.append(("verify", 3, heavy, "heavy-2"))
+    assert _next(pending, combined=set(), combine=False)[3] == "heavy"  # 2 x 2 x 1 > 2 x 2 x 0.5
 
 def test_a_source_that_cannot_be_fetched_ahead_is_mining_s_to_record(tmp_path, featdel_cache):
     """Sources are fetched on threads of their own before mining (`_pin`); a failure there

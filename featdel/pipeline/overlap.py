@@ -77,7 +77,7 @@ def overlapped(entries, run_dir: Path, backend, *, thresholds, plan, max_candida
 
         def fill() -> None:
             while pending and len(running) < max(1, jobs):
-                kind, _, item, fn, args, kw = _next(pending, combined)
+                kind, _, item, fn, args, kw = _next(pending, combined, combine)
                 running[pool.submit(fn, *args, **kw)] = (kind, item)
 
         def to_delete(record: RepoRecord) -> None:
@@ -162,22 +162,44 @@ def overlapped(entries, run_dir: Path, backend, *, thresholds, plan, max_candida
         on_mined(mined())
 
 
-def _next(pending: list, combined: set[str]) -> tuple:
+def _next(pending: list, combined: set[str], combine: bool) -> tuple:
     """Take the task to start next from `pending`: the earliest stage first (a repository still
     to mine or delete opens more work, and left behind, its verifications would end the run
-    alone); among verifications, a combine pass's first (the longest, and the last of their
-    repository's chain), then those of the repository whose suite takes longest (whose
-    candidates take longest: its combine pass, which waits for all of them, starts early and
-    runs beside the lighter repositories' work, not alone at the end); else first come, first
-    served."""
+    alone); among verifications, those of the repository with the longest chain of work still
+    ahead (`_ahead`), so that no repository's combine pass, which waits for all its candidates,
+    is left to run alone at the end; else first come, first served."""
+    ahead = _ahead(pending, combined, combine)
+
     def key(task) -> tuple:
         kind, order, item = task[:3]
         if kind != "verify":
-            return _FIRST[kind], 0, 0, order
-        return _FIRST[kind], item.name not in combined, -item.suite_seconds, order
+            return _FIRST[kind], 0, order
+        return _FIRST[kind], -ahead[item.name], order
 
     best = min(range(len(pending)), key=lambda i: key(pending[i]))
     return pending.pop(best)
+
+
+# A repository's verification work ahead, in its suite's seconds: a candidate about two suites
+# (the rejected ones stop early, the verified ones run several selections and two gradings), a
+# combined deletion about eight (its tests are those of all its parts).
+_CANDIDATE_SUITES, _COMBINED_SUITES = 2.0, 8.0
+
+
+def _ahead(pending: list, combined: set[str], combine: bool) -> dict[str, float]:
+    """Repository name -> the seconds of verification its chain still holds: its waiting
+    candidates, and its combine pass when one is still to come (the strategy is on and the pass
+    has not run)."""
+    units: dict[str, float] = {}
+    suite: dict[str, float] = {}
+    for kind, _, item, *_ in pending:
+        if kind != "verify":
+            continue
+        if item.name not in units:  # its combine pass, when one is still to come
+            suite[item.name] = max(item.suite_seconds, 0.01)
+            units[item.name] = _COMBINED_SUITES if combine and item.name not in combined else 0.0
+        units[item.name] += _COMBINED_SUITES if item.name in combined else _CANDIDATE_SUITES
+    return {name: n * suite[name] for name, n in units.items()}
 
 
 _PIN_THREADS = 4

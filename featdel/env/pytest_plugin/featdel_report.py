@@ -30,6 +30,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
     import os
     import sys
     from builtins import (
+        all,
         any,
         callable,
         dict,
@@ -40,6 +41,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         isinstance,
         len,
         list,
+        map,
         set,
         sorted,
         str,
@@ -48,6 +50,8 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         vars,
         zip,
     )
+
+    from operator import is_
 
     import pytest
 
@@ -76,14 +80,14 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
 
     def _sig(value) -> tuple:
         """What a function's behaviour hangs on besides its identity: its code and defaults (a
-        `__code__` swap keeps the function object)."""
+        `__code__` swap keeps the function object). Nothing for a class: what it does is its
+        members, each an entry of its own (and a failed attribute lookup on a class is slow)."""
+        if isinstance(value, type):
+            return ()
         out = []
         for fn in ((value.fget, value.fset) if isinstance(value, property) else (getattr(value, "__func__", value),)):
             out += [getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)]
         return tuple(out)
-
-    def _same(a, b) -> bool:
-        return a is not None and b is not None and a[0] is b[0] and all(x is y for x, y in zip(a[1], b[1]))
 
     def fingerprint(hot: bool = False) -> dict:
         """(module, name[, attribute]) -> (object, its code and defaults) for every function and
@@ -103,16 +107,66 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
                             out[(mod_name, name, attr)] = (member, _sig(member))
         return out
 
-    def changed(before: dict, hot: bool = False) -> list:
+    def _listed(key: tuple, value) -> bool:
+        """Would `fingerprint()` list `value` under `key`?"""
+        if len(key) == 3:
+            return _code_like(value)
+        return _code_like(value) and key not in _MUTABLE and type(value).__name__ != "module"
+
+    def _where(prefix: tuple):
+        """The namespace `fingerprint()` reads the names under `prefix` from now ((module,) or
+        (module, class)), or None where it would list none of them."""
+        mod = modules.get(prefix[0])
+        if mod is None:
+            return None
+        space = vars(mod)
+        if len(prefix) == 1:
+            return space
+        owner = space.get(prefix[1])
+        if not _listed(prefix, owner) or not isinstance(owner, type) or owner.__module__ != prefix[0]:
+            return None
+        return vars(owner)
+
+    known: dict = {}  # prefix -> the names `before` lists under it, built at the first `changed`
+
+    def changed(before: dict) -> list:
         """What differs from `before` now: replaced, removed or added functions and class members,
         less the changes the runner's own code made (pytest's legacypath plugin adds properties at
-        configure time): a value whose code lives outside pytest, pluggy and this plugin."""
-        now = fingerprint(hot)
-        mods = {k[0] for k in before}
-        classes = {k[:2] for k in before if len(k) == 3}
-        diffs = [k for k, v in before.items() if not _same(now.get(k), v) and (not hot or k[0] in _HOT)]
-        diffs += [k for k in now if k not in before and (k[:2] in classes if len(k) == 3 else k[0] in mods)]
-        return sorted(".".join(k) for k in diffs if not _runner_code((now.get(k) or (None,))[0]))[:20]
+        configure time): a value whose code lives outside pytest, pluggy and this plugin. A
+        function whose code or defaults were swapped in place is named whatever it now runs
+        (the runner never does that). Found without building `fingerprint()` again: each entry of
+        `before` is looked up where it lives (identity, then its code and defaults by identity),
+        and only names new to a module or class of `before` are looked at."""
+        if not known:
+            for key in before:
+                known.setdefault(key[:-1], set()).add(key[-1])
+        diffs, now, swapped = [], {}, set()
+        for prefix, names in known.items():
+            space = _where(prefix)
+            if space is None:
+                diffs += [(*prefix, name) for name in names]  # gone, or no longer listed
+                continue
+            for name in names:
+                key = (*prefix, name)
+                value = space.get(name)
+                old, sig = before[key]
+                if value is None or not _listed(key, value):
+                    diffs.append(key)
+                elif value is not old:
+                    diffs.append(key)
+                    now[key] = value
+                elif not _same_sig(_sig(value), sig):
+                    diffs.append(key)
+                    swapped.add(key)
+            for name in space.keys() - names:
+                key, value = (*prefix, name), space.get(name)
+                if _listed(key, value):
+                    diffs.append(key)
+                    now[key] = value
+        return sorted(".".join(k) for k in diffs if k in swapped or not _runner_code(now.get(k)))[:20]
+
+    def _same_sig(a: tuple, b: tuple) -> bool:
+        return len(a) == len(b) and all(map(is_, a, b))  # identity: an object's __eq__ could lie
 
     def _roots() -> tuple:
         import _pytest
@@ -349,7 +403,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         for key, (value, sig) in before.items():
             if key[0] in _HOT:
                 space = vars(modules[key[0]]) if len(key) == 2 else vars(vars(modules[key[0]])[key[1]])
-                out.append((space, key[-1], value, _fn(value), sig[0]))
+                out.append((space, key[-1], value, _fn(value), sig[0] if sig else None))
         return out
 
     def _fn(value):
