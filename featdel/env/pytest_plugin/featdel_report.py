@@ -56,6 +56,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
     import pytest
 
     modules = sys.modules
+    _function = type(build)  # a plain function's type
     _RANK = {"passed": 0, "xpassed": 1, "skipped": 2, "xfailed": 2, "failed": 3, "error": 4}
     _WATCHED_PREFIXES = ("_pytest", "pluggy", "featdel_report")
     # Hooks on the path from "run this test" to its outcome: a new implementation is tampering.
@@ -82,6 +83,8 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         """What a function's behaviour hangs on besides its identity: its code and defaults (a
         `__code__` swap keeps the function object). Nothing for a class: what it does is its
         members, each an entry of its own (and a failed attribute lookup on a class is slow)."""
+        if type(value) is _function and not value.__dict__:  # most entries: read directly
+            return value.__code__, value.__defaults__, value.__kwdefaults__
         if isinstance(value, type):
             return ()
         out = []
