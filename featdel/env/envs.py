@@ -160,19 +160,22 @@ def build(source: PinnedSource, recipe: Recipe, *, tree_ready: Path | None = Non
     variables = {**os.environ, **env.environ(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     variables.pop("PYTHONDONTWRITEBYTECODE")  # byte-compiling the venv once saves every test run
     keep = tools.keep_for(env.src)
-    for argv in ([["pip", "install", "-q", *sorted(keep)]] if keep else []) + recipe.install:
-        _install(argv, env, variables, log, timeout_s)
+    steps = ([["pip", "install", "-q", *sorted(keep)]] if keep else []) + recipe.install
+    for i, argv in enumerate(steps):
+        _install(argv, env, variables, log, timeout_s, last=i == len(steps) - 1)
     _scrub_build_outputs(env.src)
     tools.strip(env.venv, keep, log)  # what a dependency pulled in (setuptools, most often)
     return _locked(env, source)
 
 
-def _install(argv: list[str], env: Env, variables: dict[str, str], log: Path, timeout: float) -> None:
-    """One install step of the recipe: by uv when it can (featdel.env.tools.through_uv), else,
-    or when uv refuses what pip accepts (old metadata uv holds invalid), by the host's pip."""
+def _install(argv: list[str], env: Env, variables: dict[str, str], log: Path, timeout: float, *,
+             last: bool = True) -> None:
+    """One install step of the recipe: by uv when it can (featdel.env.tools.through_uv; the
+    `last` step byte-compiles the venv), else, or when uv refuses what pip accepts (old metadata
+    uv holds invalid), by the host's pip."""
     from featdel.env import tools
 
-    fast = tools.through_uv(argv, env.venv)
+    fast = tools.through_uv(argv, env.venv, compile_all=last)
     if fast is not None:
         try:
             return _run(fast, cwd=env.src, env={**variables, **tools.uv_environ()}, log=log, timeout=timeout)

@@ -94,18 +94,20 @@ def through_host_pip(argv: list[str], venv: Path) -> list[str]:
     return [*host_pip(venv), *pip_args] if pip_args is not None else list(argv)
 
 
-def through_uv(argv: list[str], venv: Path) -> list[str] | None:
-    """A recipe's `pip install ...` run by uv into `venv` (bytecode compiled, as pip does, so that
-    no test run compiles the venv again), or None: not a pip install, or no uv here, or
-    FEATDEL_INSTALLER=pip. uv installs the same distributions as pip several times faster (a
-    shared cache, parallel downloads, no bytecode pass per file); `--no-config` keeps the
-    repository's own `[tool.uv]` settings out, as pip reads no settings from the repository."""
+def through_uv(argv: list[str], venv: Path, *, compile_all: bool = True) -> list[str] | None:
+    """A recipe's `pip install ...` run by uv into `venv`, or None: not a pip install, or no uv
+    here, or FEATDEL_INSTALLER=pip. uv installs the same distributions as pip several times
+    faster (a shared cache, parallel downloads, no bytecode pass per file); `--no-config` keeps
+    the repository's own `[tool.uv]` settings out, as pip reads no settings from the repository.
+    `compile_all`: then byte-compile the whole venv (uv compiles all of site-packages, not only
+    what it installed), as pip does, so that no test run compiles it again: the last step of a
+    build asks for it, and the others do not compile what it compiles anyway."""
     pip_args = _pip_args(argv)
     uv = _uv()
     if pip_args is None or pip_args[:1] != ["install"] or uv is None:
         return None
-    return [uv, "pip", "install", "--no-config", "--compile-bytecode", "--python", str(venv / "bin" / "python"),
-            *pip_args[1:]]
+    return [uv, "pip", "install", "--no-config", *(["--compile-bytecode"] if compile_all else []),
+            "--python", str(venv / "bin" / "python"), *pip_args[1:]]
 
 
 def _uv() -> str | None:
