@@ -27,6 +27,7 @@ import textwrap
 import tokenize
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from featdel.code.spans import Symbol, has_syntax_error, is_test_path, parse, python_files, symbols
@@ -283,11 +284,20 @@ def _start_units(start: Path, exclude: AbstractSet[str]):
         rel = path.relative_to(start).as_posix()
         if is_test_path(rel):
             continue
-        source = path.read_bytes()
-        for sym in symbols(source, rel):
-            ref = f"{rel}::{sym.qualname}"
-            if ref not in exclude and len(tokens := _tokens(_body(source, sym))) >= MIN_TOKENS:
-                yield ref, "class" if sym.kind == "class" else "function", tokens
+        for ref, kind, tokens in _file_units(rel, path.read_bytes()):
+            if ref not in exclude:
+                yield ref, kind, tokens
+
+
+@lru_cache(maxsize=1024)
+def _file_units(rel: str, source: bytes) -> tuple:
+    """(ref, kind, tokens) of every body of one file long enough to compare, kept by content:
+    the start states of a repository's candidates share all files but the ones they change."""
+    out = []
+    for sym in symbols(source, rel):
+        if len(tokens := _tokens(_body(source, sym))) >= MIN_TOKENS:
+            out.append((f"{rel}::{sym.qualname}", "class" if sym.kind == "class" else "function", tuple(tokens)))
+    return tuple(out)
 
 
 def _script_units(start: Path, exclude: AbstractSet[str], lang):
