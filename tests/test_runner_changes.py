@@ -79,3 +79,54 @@ def test_a_run_that_changes_nothing_is_named_nothing(env, local_backend):
     run = run_suite(env, local_backend, RunOptions(timeout_s=60, tests=["tests/test_plain.py"]))
     assert not run.broken and run.outcomes == {"tests/test_plain.py::test_plain": "passed"}
     assert not _changed(run), run.trips
+
+
+# A red team's changes (session 39) that both the old and the rewritten check let through, each
+# of which made a failing test pass. Each is now named.
+RED_TEAM = {
+    # another pytest function in place of one: pytest's own code, but not pytest's rebinding
+    "a pytest function as the replacement": (
+        "import _pytest.python, _pytest.nodes\n_pytest.python.Function.runtest = _pytest.nodes.Node.setup\n",
+        "_pytest.python.Function.runtest"),
+    # a class whose __module__ names a pytest module, shadowing a builtin the hook caller uses
+    "a class that says it is pytest's": (
+        "import pluggy._execution as E\nclass reversed:\n    __module__ = 'pluggy._execution'\n"
+        "    def __new__(cls, impls):\n        return iter(list(impls)[::-1])\nE.reversed = reversed\n",
+        "pluggy._execution.reversed"),
+    # an instance of a class merely named `module`
+    "a class named module": (
+        "import pluggy._execution as E\nclass module:\n    def __call__(self, impls):\n"
+        "        return iter(list(impls)[::-1])\nE.reversed = module()\n",
+        "pluggy._execution.reversed"),
+    # the check reading a pristine copy left in sys.modules while pytest reads the original
+    "a module copy in sys.modules": (
+        "import sys, types, _pytest.python as P\ncopy = types.ModuleType(P.__name__)\n"
+        "copy.__dict__.update(P.__dict__)\nsys.modules['_pytest.python'] = copy\n"
+        "class F(P.Function):\n    def runtest(self):\n        pass\nP.Function = F\n",
+        "_pytest.python"),
+    # a decoy `__func__` attribute carrying the original code, then the code swapped
+    "a __func__ decoy and a code swap": (
+        "import types, _pytest.python as P\nf = P.pytest_pyfunc_call\n"
+        "d = types.FunctionType(f.__code__, {}, 'd', f.__defaults__)\nf.__func__ = d\n"
+        "f.__code__ = (lambda pyfuncitem: True).__code__\n",
+        "_pytest.python.pytest_pyfunc_call"),
+    # a base class slipped in: no entry of any namespace changes
+    "a __bases__ write": (
+        "import _pytest.python as P\nclass Mixin:\n    pass\nP.Function.__bases__ = (Mixin,) + P.Function.__bases__\n",
+        "_pytest.python.Function"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RED_TEAM))
+def test_what_a_red_team_slipped_past_the_check_is_named(tmp_path, local_backend, case):
+    code, name = RED_TEAM[case]
+    root = tmp_path / "env"
+    (root / "src" / "tests").mkdir(parents=True)
+    (root / "venv").symlink_to(sys.prefix)
+    (root / "src" / "mod.py").write_text("VALUE = 1\n")
+    (root / "src" / "tests" / "conftest.py").write_text(code)
+    (root / "src" / "tests" / "test_x.py").write_text("def test_fail():\n    assert False\n")
+    env = Env(root=root, recipe=Recipe(python="3", install=[], package_dirs=["mod.py"],
+                                       test_cmd=["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]))
+    run = run_suite(env, local_backend, RunOptions(timeout_s=60, tests=["tests/test_x.py"]))
+    assert name in _changed(run), (run.trips, run.output_tail[-800:])

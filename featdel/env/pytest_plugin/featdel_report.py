@@ -57,6 +57,8 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
 
     modules = sys.modules
     _function = type(build)  # a plain function's type
+    _module = type(sys)  # a module's (a class merely named "module" is not one)
+    _mro = type.__dict__["__mro__"].__get__  # a class's method resolution order, as the type keeps it
     _RANK = {"passed": 0, "xpassed": 1, "skipped": 2, "xfailed": 2, "failed": 3, "error": 4}
     _WATCHED_PREFIXES = ("_pytest", "pluggy", "featdel_report")
     # Hooks on the path from "run this test" to its outcome: a new implementation is tampering.
@@ -83,10 +85,10 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         """What a function's behaviour hangs on besides its identity: its code and defaults (a
         `__code__` swap keeps the function object). Nothing for a class: what it does is its
         members, each an entry of its own (and a failed attribute lookup on a class is slow)."""
-        if type(value) is _function and not value.__dict__:  # most entries: read directly
+        if type(value) is _function:  # its own, whatever a `__func__` attribute set on it says
             return value.__code__, value.__defaults__, value.__kwdefaults__
-        if isinstance(value, type):
-            return ()
+        if isinstance(value, type):  # its bases (a `__bases__` write) and metaclass; members apart
+            return _mro(value), type(value)
         out = []
         for fn in ((value.fget, value.fset) if isinstance(value, property) else (getattr(value, "__func__", value),)):
             out += [getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)]
@@ -101,7 +103,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
             if mod is None or not _watched(mod_name) or (hot and mod_name not in _HOT):
                 continue
             for name, value in list(vars(mod).items()):
-                if not _code_like(value) or (mod_name, name) in _MUTABLE or type(value).__name__ == "module":
+                if not _code_like(value) or (mod_name, name) in _MUTABLE or isinstance(value, _module):
                     continue
                 out[(mod_name, name)] = (value, _sig(value))
                 if isinstance(value, type) and value.__module__ == mod_name:
@@ -114,12 +116,12 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         """Would `fingerprint()` list `value` under `key`?"""
         if len(key) == 3:
             return _code_like(value)
-        return _code_like(value) and key not in _MUTABLE and type(value).__name__ != "module"
+        return _code_like(value) and key not in _MUTABLE and not isinstance(value, _module)
 
     def _where(prefix: tuple):
         """The namespace `fingerprint()` reads the names under `prefix` from now ((module,) or
         (module, class)), or None where it would list none of them."""
-        mod = modules.get(prefix[0])
+        mod = homes.get(prefix[0])
         if mod is None:
             return None
         space = vars(mod)
@@ -144,6 +146,8 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
             for key in before:
                 known.setdefault(key[:-1], set()).add(key[-1])
         diffs, now, swapped = [], {}, set()
+        # pytest's code reads the modules it imported, whatever `sys.modules` now holds
+        diffs += [(name,) for name, mod in homes.items() if modules.get(name) is not mod]
         for prefix, names in known.items():
             space = _where(prefix)
             if space is None:
@@ -179,18 +183,24 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
             os.path.dirname(os.path.abspath(__file__)) + os.sep,)
 
     def _runner_code(value) -> bool:
-        """Is `value` (a function, descriptor or class) defined by pytest, pluggy or this plugin?"""
+        """Is `value` one of the rebindings pytest makes to itself while it runs? A function or
+        property only from `_pytest/legacypath.py` (its plugin rebinds at configure); a class
+        only when every function it defines has its code in pytest, pluggy or this plugin
+        (`_pytest.doctest` sets `CHECKER_CLASS` to a class of its own at the first doctest).
+        Another pytest function put in place of one (`Function.runtest = Node.setup`), or a
+        class whose `__module__` merely names a pytest module, is tampering."""
         if value is None:
             return False
+        if isinstance(value, type):
+            own = [getattr(m, "__func__", m) for m in list(vars(value).values())
+                   if type(getattr(m, "__func__", m)) is _function]
+            return bool(own) and all(f.__code__.co_filename.startswith(_ROOTS) for f in own)
         if isinstance(value, property):
             value = value.fget
-        value = getattr(value, "__func__", value)  # classmethod, staticmethod, bound method
+        if type(value) is not _function:
+            value = getattr(value, "__func__", value)  # classmethod, staticmethod, bound method
         code = getattr(value, "__code__", None)
-        if type(code).__name__ == "code":
-            return code.co_filename.startswith(_ROOTS)
-        if isinstance(value, type):
-            return (getattr(sys.modules.get(value.__module__), "__file__", "") or "").startswith(_ROOTS)
-        return False
+        return type(code).__name__ == "code" and code.co_filename == _LEGACYPATH
 
     def _namespace(hooks: dict):
         class FeatdelPlugin:
@@ -326,7 +336,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         return out
 
     def _module_file(value) -> str:
-        if type(value).__name__ == "module":
+        if isinstance(value, _module):
             return getattr(value, "__file__", "") or ""
         return getattr(modules.get(getattr(value, "__module__", None) or ""), "__file__", "") or ""
 
@@ -385,7 +395,9 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
     except ImportError:
         xfailed_key = None
     _ROOTS = _roots()
+    _LEGACYPATH = os.path.join(_ROOTS[0], "legacypath.py")  # _pytest/legacypath.py
     before = fingerprint()
+    homes = {key[0]: modules[key[0]] for key in before}  # the modules themselves, before any tree code
     load_assertion = __import__("dis").opmap.get("LOAD_ASSERTION_ERROR", -1)
     defs = _defs(watch_files)
     watched_files = frozenset(watch_files)
