@@ -44,6 +44,23 @@ def _marks_docker(path: Path) -> bool:
     return path.suffix == ".py" and "mark.docker" in path.read_text()
 
 
+def hand_made_env(root: Path, tests: dict[str, str]):
+    """An env made by hand under `root`: this interpreter's venv (it has pytest) and a
+    one-module checkout (`mod.py`, VALUE = 1) with `tests` (name -> text) in its tests/ folder."""
+    import sys
+
+    from featdel.core.records import Recipe
+    from featdel.env.envs import Env
+
+    (root / "src" / "tests").mkdir(parents=True)
+    (root / "venv").symlink_to(sys.prefix)
+    (root / "src" / "mod.py").write_text("VALUE = 1\n")
+    for name, text in tests.items():
+        (root / "src" / "tests" / name).write_text(text)
+    return Env(root=root, recipe=Recipe(python="3", install=[], package_dirs=["mod.py"],
+                                        test_cmd=["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]))
+
+
 def make_repo(root: Path, files: dict[str, str], *, commit: bool = True) -> Path:
     """Write `files` under `root` and commit them as one git commit."""
     root.mkdir(parents=True, exist_ok=True)

@@ -11,13 +11,12 @@ still pytest's, and the filter for pytest's own rebinding let it through.)
 from __future__ import annotations
 
 import shutil
-import sys
 
 import pytest
 
-from featdel.core.records import Recipe
 from featdel.env.envs import Env
 from featdel.env.testrun import RunOptions, run_suite, warm_runner
+from tests.conftest import hand_made_env
 
 # Run at collection (the test module's import), so the check after collection sees them all.
 CHANGES = """
@@ -46,14 +45,8 @@ EXPECTED = {"_pytest.pathlib.bestrelpath", "_pytest.outcomes.importorskip", "_py
 @pytest.fixture
 def env(tmp_path) -> Env:
     """This interpreter's venv (it has pytest) and a checkout whose one test module changes pytest."""
-    root = tmp_path / "env"
-    (root / "src" / "tests").mkdir(parents=True)
-    (root / "venv").symlink_to(sys.prefix)
-    (root / "src" / "mod.py").write_text("VALUE = 1\n")
-    (root / "src" / "tests" / "test_changes.py").write_text(CHANGES + "\n\ndef test_one():\n    assert True\n")
-    (root / "src" / "tests" / "test_plain.py").write_text("def test_plain():\n    assert True\n")
-    return Env(root=root, recipe=Recipe(python="3", install=[], package_dirs=["mod.py"],
-                                        test_cmd=["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]))
+    return hand_made_env(tmp_path / "env", {"test_changes.py": CHANGES + "\n\ndef test_one():\n    assert True\n",
+                                            "test_plain.py": "def test_plain():\n    assert True\n"})
 
 
 def _changed(run) -> set[str]:
@@ -120,13 +113,6 @@ RED_TEAM = {
 @pytest.mark.parametrize("case", sorted(RED_TEAM))
 def test_what_a_red_team_slipped_past_the_check_is_named(tmp_path, local_backend, case):
     code, name = RED_TEAM[case]
-    root = tmp_path / "env"
-    (root / "src" / "tests").mkdir(parents=True)
-    (root / "venv").symlink_to(sys.prefix)
-    (root / "src" / "mod.py").write_text("VALUE = 1\n")
-    (root / "src" / "tests" / "conftest.py").write_text(code)
-    (root / "src" / "tests" / "test_x.py").write_text("def test_fail():\n    assert False\n")
-    env = Env(root=root, recipe=Recipe(python="3", install=[], package_dirs=["mod.py"],
-                                       test_cmd=["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]))
+    env = hand_made_env(tmp_path / "env", {"conftest.py": code, "test_x.py": "def test_fail():\n    assert False\n"})
     run = run_suite(env, local_backend, RunOptions(timeout_s=60, tests=["tests/test_x.py"]))
     assert name in _changed(run), (run.trips, run.output_tail[-800:])

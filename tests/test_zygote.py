@@ -18,6 +18,7 @@ import pytest
 from featdel.core.records import Recipe
 from featdel.env.envs import Env
 from featdel.env.testrun import RunOptions, run_suite, warm_runner
+from tests.conftest import hand_made_env
 
 # A process and the processes above it up to bwrap's pid 1: all a run may see in /proc.
 ANCESTRY = """
@@ -91,14 +92,7 @@ def test_kill_parent():
 @pytest.fixture
 def env(tmp_path) -> Env:
     """An env made by hand: this interpreter's venv (it has pytest), a one-module checkout."""
-    root = tmp_path / "env"
-    (root / "src" / "tests").mkdir(parents=True)
-    (root / "venv").symlink_to(sys.prefix)
-    (root / "src" / "mod.py").write_text("VALUE = 1\n")
-    for name, text in TESTS.items():
-        (root / "src" / "tests" / name).write_text(text)
-    return Env(root=root, recipe=Recipe(python="3", install=[], package_dirs=["mod.py"],
-                                        test_cmd=["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]))
+    return hand_made_env(tmp_path / "env", TESTS)
 
 
 class Counted:
