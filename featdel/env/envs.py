@@ -6,9 +6,10 @@ In: a `PinnedSource` and a `Recipe`. Out: an `Env` whose `src/` holds the tree a
 missing, so an interrupted build is redone rather than trusted.
 
 The install tools stay out (featdel.env.tools): the venv is made without pip and uv (or, where
-uv is missing or refuses a step, the host's pip) installs into it; pip, setuptools and wheel go in only when the repository's own code or tests
-import them, and one a dependency pulled in leaves after the install, so a test run sees no
-vendored copy of another library that only the installer needed.
+uv is missing or refuses a step, the host's pip) installs into it; pip, setuptools and wheel go
+in only when the repository's own code or tests import them, and one a dependency pulled in
+leaves after the install, so a test run sees no vendored copy of another library that only the
+installer needed.
 
 Locks: after the install, the venv's distributions (`pip freeze --all`, the repo itself left
 out) and the interpreter's exact version go into `recipe.lock` and `recipe.python`. The

@@ -71,7 +71,7 @@ def strip(venv: Path, keep: set[str], log: Path | None = None) -> list[str]:
                               env={**os.environ, **uv_environ()} if uv else None)
         if log is not None:
             with log.open("a") as fh:
-                fh.write(f"$ pip uninstall -y {' '.join(gone)}\n{done.stdout}{done.stderr}")
+                fh.write(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}")
         if done.returncode != 0:
             from featdel.core.errors import EnvBuildError
 

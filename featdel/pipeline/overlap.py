@@ -11,8 +11,8 @@ not mined again, a deleted one (its marker) not deleted again, a verdict never w
 With the `combine` strategy, a repository's combine pass (featdel.pipeline.delete.combine_all)
 runs as soon as its last deletion has a verdict, and its combined deletions are verified here
 too; `verify_stage` after it finds them done. Packaging comes after (featdel.pipeline.run).
-Which task a free thread takes is `_next`'s choice (the earliest stage, a combine pass, the
-heaviest repository); sources are fetched ahead on threads of their own (`_pin`), so no thread
+Which task a free thread takes is `_next`'s choice (the earliest stage, then the repository with
+the most verification ahead); sources are fetched ahead on threads of their own (`_pin`), so no thread
 of the pool waits on a download. Threads only: with a Ray executor, or one job, the stages run
 one after another.
 """

@@ -48,7 +48,6 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         tuple,
         type,
         vars,
-        zip,
     )
 
     from operator import is_
@@ -82,9 +81,9 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
                       "pluggy._hooks", "pluggy._result", "featdel_report"})
 
     def _sig(value) -> tuple:
-        """What a function's behaviour hangs on besides its identity: its code and defaults (a
-        `__code__` swap keeps the function object). Nothing for a class: what it does is its
-        members, each an entry of its own (and a failed attribute lookup on a class is slow)."""
+        """What a value's behaviour hangs on besides its identity: a function's code and defaults
+        (a `__code__` swap keeps the function object); a class's bases and metaclass (its members
+        are entries of their own, and a failed attribute lookup on a class is slow)."""
         if type(value) is _function:  # its own, whatever a `__func__` attribute set on it says
             return value.__code__, value.__defaults__, value.__kwdefaults__
         if isinstance(value, type):  # its bases (a `__bases__` write) and metaclass; members apart
@@ -94,13 +93,12 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
             out += [getattr(fn, "__code__", None), getattr(fn, "__defaults__", None), getattr(fn, "__kwdefaults__", None)]
         return tuple(out)
 
-    def fingerprint(hot: bool = False) -> dict:
-        """(module, name[, attribute]) -> (object, its code and defaults) for every function and
-        class of pytest, pluggy and this plugin (only the modules on every test's path when `hot`),
-        and every function-like attribute of those classes."""
+    def fingerprint() -> dict:
+        """(module, name[, attribute]) -> (object, `_sig`) for every function and class of pytest,
+        pluggy and this plugin, and every function-like attribute of those classes."""
         out = {}
         for mod_name, mod in list(modules.items()):
-            if mod is None or not _watched(mod_name) or (hot and mod_name not in _HOT):
+            if mod is None or not _watched(mod_name):
                 continue
             for name, value in list(vars(mod).items()):
                 if not _code_like(value) or (mod_name, name) in _MUTABLE or isinstance(value, _module):
@@ -136,12 +134,11 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
 
     def changed(before: dict) -> list:
         """What differs from `before` now: replaced, removed or added functions and class members,
-        less the changes the runner's own code made (pytest's legacypath plugin adds properties at
-        configure time): a value whose code lives outside pytest, pluggy and this plugin. A
-        function whose code or defaults were swapped in place is named whatever it now runs
-        (the runner never does that). Found without building `fingerprint()` again: each entry of
-        `before` is looked up where it lives (identity, then its code and defaults by identity),
-        and only names new to a module or class of `before` are looked at."""
+        and watched modules replaced in `sys.modules`, less pytest's own rebinding
+        (`_runner_code`). A function whose code or defaults were swapped in place is named
+        whatever it now runs (the runner never does that). Found without building `fingerprint()`
+        again: each entry of `before` is looked up where it lives (identity, then its code and
+        defaults by identity), and only names new to a module or class of `before` are looked at."""
         if not known:
             for key in before:
                 known.setdefault(key[:-1], set()).add(key[-1])
@@ -418,7 +415,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         for key, (value, sig) in before.items():
             if key[0] in _HOT:
                 space = vars(modules[key[0]]) if len(key) == 2 else vars(vars(modules[key[0]])[key[1]])
-                out.append((space, key[-1], value, _fn(value), sig[0] if sig else None))
+                out.append((space, key[-1], value, _fn(value), sig[0]))
         return out
 
     def _fn(value):
