@@ -8,6 +8,7 @@ only one that keeps a command open.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from contextlib import contextmanager
@@ -504,3 +505,75 @@ def test_two_answers_in_one_read_are_two_lines():
         assert [lines.next(time.monotonic() + 5), lines.next(time.monotonic() + 5)] == ['{"exit": 0}', '{"clean": true}']
         os.close(w)
         assert lines.next(time.monotonic() + 5) is None
+
+
+PROBE_C = ("import sys, json; import mod; "
+           "print('PROBE', json.dumps([sys.argv, sys.path[0], __name__, mod.VALUE, 'pytest' in sys.modules]))")
+
+
+def _probe(result) -> list:
+    return json.loads(next(ln for ln in result.stdout.splitlines() if ln.startswith("PROBE ")).removeprefix("PROBE "))
+
+
+def test_a_python_c_run_is_forked_and_sees_what_a_fresh_one_sees(env, local_backend, tmp_path):
+    """The build check's import (`python -c`) forks from the warm pytest: the same argv, the
+    working directory first on the path, a `__main__` of its own, the tree's module; the exit
+    status of a fresh interpreter (an uncaught exception is 1, `sys.exit(3)` is 3)."""
+    trees = Counted(env, tmp_path)
+    python = str(env.venv / "bin" / "python")
+    with warm_runner(env, local_backend) as runner:
+        fresh = runner.run([python, "-c", PROBE_C, "a", "b"], tree=trees())
+    with zygote_runner(env, local_backend) as runner:
+        forked = runner.run([python, "-c", PROBE_C, "a", "b"], tree=trees())
+        raised = runner.run([python, "-c", "raise ValueError('boom')"], tree=trees())
+        exited = runner.run([python, "-c", "import sys; sys.exit(3)"], tree=trees())
+        assert zygote_pid(runner) is not None
+    assert _probe(fresh) == [["-c", "a", "b"], "", "__main__", 1, False], fresh.stdout + fresh.stderr
+    assert _probe(forked) == [["-c", "a", "b"], "", "__main__", 1, True], forked.stdout  # forked: pytest loaded
+    assert raised.exit_code == 1 and "ValueError: boom" in raised.stdout
+    assert exited.exit_code == 3
+
+
+def test_a_python_c_run_on_a_tree_that_shadows_the_zygote_s_modules_goes_fresh(env, local_backend, tmp_path):
+    """`python -c` puts the tree first on its path: a tree-level `json.py` is what a fresh run
+    imports, and the zygote imported the standard library's, so that run is not forked."""
+    (env.src / "json.py").write_text("FROM_TREE = True\ndef dumps(v):\n    return repr(v)\n")
+    code = "import json; print('PROBE', getattr(json, 'FROM_TREE', False), 'pytest' in __import__('sys').modules)"
+    with zygote_runner(env, local_backend) as runner:
+        result = runner.run([str(env.venv / "bin" / "python"), "-c", code], tree=Counted(env, tmp_path)())
+    assert "PROBE True False" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_forked_import_check_names_what_broke(env, local_backend, tmp_path):
+    """The build check's import through the zygote reports the package's import error."""
+    from featdel.env.buildcheck import check_and_run
+
+    tree = Counted(env, tmp_path)()
+    (tree / "mod.py").write_text("VALUE = undefined_name\n")
+    with zygote_runner(env, local_backend) as runner:
+        failed, suite = check_and_run(env, {"tests/test_mod.py::test_value"}, tree, runner, set())
+        assert zygote_pid(runner) is not None
+    assert failed == ("build.import", "the package no longer imports: NameError: name 'undefined_name' is not defined")
+    assert suite is None
+
+
+def test_a_tree_with_a_start_up_hook_on_the_path_runs_fresh(tmp_path, local_backend):
+    """The check that sends such a tree fresh looks where the tree's entries are when the run
+    starts (it once looked at the folder they had been moved out of, and forked every run): a
+    `sitecustomize.py` at a root the venv's .pth names runs in a fresh interpreter's start-up, so
+    the run must be a fresh one."""
+    root = tmp_path / "env"
+    (root / "src" / "tests").mkdir(parents=True)
+    (root / "src" / "tests" / "test_site.py").write_text(
+        "import sys\n\n\ndef test_site():\n    assert getattr(sys.modules.get('sitecustomize'), 'FROM_TREE', False)\n")
+    own_venv(root, root / "src", ("_pytest", "pytest", "pluggy", "py.py", "iniconfig", "pygments", "packaging"))
+    env = Env(root=root, recipe=Recipe(python="3", install=[], package_dirs=["pkg"],
+                                       test_cmd=["python", "-m", "pytest", "-q", "-p", "no:cacheprovider"]))
+    trees = Counted(env, tmp_path)
+    with zygote_runner(env, local_backend) as runner:
+        runner.run_suite(only("tests/test_site.py"), tree=trees())  # the zygote starts (on an empty folder)
+        assert zygote_pid(runner) is not None
+        tree = trees()
+        (tree / "sitecustomize.py").write_text("FROM_TREE = True\n")
+        run = runner.run_suite(only("tests/test_site.py"), tree=tree)
+    assert run.outcomes == {"tests/test_site.py::test_site": "passed"}, run.output_tail

@@ -54,7 +54,7 @@ def check_and_run(env, collected: set[str], tree: Path, runner: SuiteRunner, del
         return ("build.import", "importing the package did not finish within 120s"), None
     marker = [ln for ln in result.stdout.splitlines() if ln.startswith("FEATDEL-IMPORT ")]
     if not marker:
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        last = ((result.stderr or result.stdout).strip().splitlines() or ["no output"])[-1]  # forked: one stream
         raise SandboxError(f"the import check did not run (exit {result.exit_code}): {last[:200]}")
     error = json.loads(marker[-1].removeprefix("FEATDEL-IMPORT "))
     if error:

@@ -243,9 +243,18 @@ class SuiteRunner:
 
     def run(self, argv: Sequence[str], *, tree: Path | None = None, env: Mapping[str, str] | None = None,
             timeout_s: float = 120.0):
-        """Run any command (cwd: the checkout) on `tree` as a test run would; a `RunResult`."""
-        with self._dirs() as (out_dir, sealed):
-            return self._exec(argv, tree, dict(env or {}), timeout_s, out_dir, sealed)
+        """Run any command (cwd: the checkout) on `tree` as a test run would; a `RunResult`. A
+        `python -c CODE` of the env's interpreter (the build check's import) is forked from the
+        warm pytest where a test run would be, else run fresh."""
+        forked = (self.zygote and self.warm and not self._no_zygote and tree is not None and len(argv) >= 3
+                  and argv[:2] == [str(self.env.venv / "bin" / "python"), "-c"]
+                  and getattr(self.backend, "name", "") == "local")
+        for warm in (True, False) if forked else (False,):
+            with self._dirs() as (out_dir, sealed):
+                result = self._exec(list(argv), tree, dict(env or {}), timeout_s, out_dir, sealed, warm_pytest=warm)
+            if result is not None:
+                return result
+        raise AssertionError("unreachable: a fresh run always has a result")
 
     @contextmanager
     def _dirs(self) -> Iterator[tuple[Path, Path]]:
@@ -296,12 +305,15 @@ class SuiteRunner:
             hand_over(workdir)
             hand_over(out_dir)
             if warm_pytest:  # None: the caller runs it again fresh
-                if zygote is None or _shadows(tree, self._roots(), zygote.loaded):
+                code = argv[2] if argv[1] == "-c" else None
+                # `python -c` puts the working directory (the tree) first on its path too
+                roots = self._roots() if code is None else {**self._roots(), "": None}
+                if zygote is None or _shadows(workdir, roots, zygote.loaded):  # the tree's entries are there now
                     return None
                 from featdel.sandboxes.local import DEFAULT_ENV
 
-                return zygote.run(argv[2:], cwd=cwd, env={**DEFAULT_ENV, **variables}, timeout_s=timeout_s,
-                                  sealed=sealed)
+                return zygote.run(argv[3:] if code is not None else argv[2:], cwd=cwd, env={**DEFAULT_ENV, **variables},
+                                  timeout_s=timeout_s, sealed=sealed, code=code)
             return sandbox.run(argv, cwd=cwd, env=variables, limits=limits)
         finally:
             try:
@@ -321,12 +333,12 @@ class SuiteRunner:
 
     def _zygote(self, workdir: Path, sandbox, argv: Sequence[str], cwd: Path, variables: dict[str, str]):
         """`workdir`'s warm pytest, started now (on an empty staging folder) if it is not running;
-        None where there is none: not a launcher command, a backend that cannot keep a command
+        None where there is none: not a launcher or `python -c` command, a backend that cannot keep a command
         open, or one that never became ready (not tried again)."""
         from featdel.env.zygote import Zygote
 
         launcher = str(plugin_dir(self.env) / "featdel_launch.py")
-        if len(argv) < 2 or argv[1] != launcher or not hasattr(sandbox, "start"):
+        if len(argv) < 2 or argv[1] not in (launcher, "-c") or not hasattr(sandbox, "start"):
             return None
         zygote = self._zygotes.get(workdir)
         if zygote is None or not zygote.alive:

@@ -2,8 +2,8 @@
 
 In: an open sandbox that can `start` a resident command (the local backend), the env's
 interpreter and plugin directory. Out: `run(...)` gives the `RunResult` a fresh
-`python featdel_launch.py ARGS` would have given, from a child forked off a process that has
-already imported pytest; or None when the zygote could not say (it died, answered nonsense, or
+`python featdel_launch.py ARGS` (or `python -c CODE ARGS`) would have given, from a child forked
+off a process that has already imported pytest; or None when the zygote could not say (it died, answered nonsense, or
 was stopped), and the caller runs that command in a fresh sandbox instead, so a zygote's trouble
 never becomes a run's verdict.
 
@@ -53,14 +53,15 @@ class Zygote:
             self.close()
 
     def run(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float,
-            sealed: Path) -> RunResult | None:
-        """`argv`: the launcher's arguments (pytest's); `sealed`: the run's sealed directory (its
-        output FIFO goes there). None: the zygote could not run it."""
+            sealed: Path, code: str | None = None) -> RunResult | None:
+        """`argv`: the launcher's arguments (pytest's), or with `code` what `python -c CODE` takes;
+        `sealed`: the run's sealed directory (its output FIFO goes there). None: the zygote could
+        not run it."""
         if not self.alive:
             return None
         with FifoReader(sealed, "output", OUTPUT_CAP) as output:
             command = {"argv": list(argv), "env": dict(env), "cwd": str(cwd), "launcher": self.launcher,
-                       "output": str(output.path)}
+                       "output": str(output.path), **({} if code is None else {"code": code})}
             oom = self.resident.oom_kills()
             start = time.monotonic()
             try:

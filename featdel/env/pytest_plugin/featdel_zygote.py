@@ -7,7 +7,9 @@ keeps open (featdel.env.zygote). It says `ready` on stdout once warm, then reads
 command per line on stdin: {"argv": pytest's arguments, "env": variables, "cwd": dir, "launcher":
 the launcher's path, "output": a FIFO of the host's}. For each it forks a child that is what
 `python featdel_launch.py ARGV` would be (the same spec, channel, tripwire and plugin; the
-launcher's `main`) writing its stdout and stderr to the FIFO, waits for it, and then leaves the
+launcher's `main`), or, for a command with "code", what `python -c CODE ARGV` would be (the
+build check's import of the package), writing its stdout and stderr to the FIFO, waits for it,
+and then leaves the
 sandbox as a fresh one would be before answering: every other process killed whatever state it
 shows, /tmp, /var/tmp, /run, /dev/shm and /dev/mqueue emptied (never a path the host mounted),
 no System V IPC object left. The answer is one JSON line on stdout: {"exit": status (shell
@@ -119,8 +121,11 @@ def launch(command: dict, libc, started: dict) -> None:
         sys.dont_write_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
         os.chdir(command["cwd"])
         importlib.invalidate_caches()  # the folders the zygote's path names were empty at its start
-        sys.argv = [command["launcher"], *command["argv"]]
-        code = featdel_launch.main()
+        if "code" in command:
+            code = run_code(command["code"], command["argv"])
+        else:
+            sys.argv = [command["launcher"], *command["argv"]]
+            code = featdel_launch.main()
         # As an interpreter's exit does: wait for non-daemon threads, then the atexit handlers
         threading._shutdown()
         atexit._run_exitfuncs()
@@ -136,6 +141,22 @@ def launch(command: dict, libc, started: dict) -> None:
         sys.stderr.flush()
     finally:
         os._exit(code & 0xFF)
+
+
+def run_code(source: str, argv: list) -> int:
+    """`python -c SOURCE ARGV...` in this process: the working directory first on sys.path (where
+    this file's directory was), a `__main__` of its own; an uncaught exception ends it as the
+    interpreter's would (the caller prints the traceback and exits 1)."""
+    import builtins
+    import types
+
+    sys.argv = ["-c", *argv]
+    sys.path[0] = ""
+    main = types.ModuleType("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    exec(compile(source, "<string>", "exec"), main.__dict__)
+    return 0
 
 
 def attributes() -> tuple:
