@@ -9,7 +9,7 @@ DIR unless --warm-cache), wrapping featdel's own functions to time them: in mini
 the environment build, the baseline runs and the coverage map; the delete stage; each gate of
 `featdel.pipeline.gates.GATES`; packaging. Every test run (`SuiteRunner.run_suite`) adds its
 seconds to the step that asked for it. Prints one row per step: wall seconds, share of the
-whole, sandbox test-seconds, and seconds per verified task; then verified tasks per core-hour
+whole, sandbox test-seconds, test runs, and seconds per verified task; then verified tasks per core-hour
 (wall seconds times the cores `os.sched_getaffinity` gives).
 
 Timing wrappers only: the run is `featdel run`'s, single process (-j 1), local sandbox.
@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 WALL: dict[str, float] = defaultdict(float)
 TESTS: dict[str, float] = defaultdict(float)
+RUNS: dict[str, int] = defaultdict(int)
 _NOW: list[str] = []
 
 
@@ -79,6 +80,7 @@ def instrument() -> None:
     def counted(self, *args, **kwargs):
         result = run_suite(self, *args, **kwargs)
         TESTS[_NOW[-1] if _NOW else "other"] += result.seconds
+        RUNS[_NOW[-1] if _NOW else "other"] += 1
         return result
 
     SuiteRunner.run_suite = counted
@@ -122,13 +124,13 @@ def main() -> None:
     verified = sum(v.status == "verified" for v in verdicts)
 
     print(f"\nrun: {run_dir} ({len(verdicts)} candidates, {verified} verified, {tasks} tasks packaged)")
-    print(f"{'step':28} {'wall s':>8} {'share':>6} {'tests s':>8} {'s / task':>9}")
+    print(f"{'step':28} {'wall s':>8} {'share':>6} {'tests s':>8} {'runs':>5} {'s / task':>9}")
     for label in sorted(WALL, key=lambda k: (k.split(":")[0] != "mine", k.split(":")[0] != "delete",
                                              k.split(":")[0] != "verify", -WALL[k])):
         per = WALL[label] / verified if verified else float("nan")
-        print(f"{label:28} {WALL[label]:8.1f} {WALL[label] / total:6.1%} {TESTS.get(label, 0.0):8.1f} {per:9.1f}")
+        print(f"{label:28} {WALL[label]:8.1f} {WALL[label] / total:6.1%} {TESTS.get(label, 0.0):8.1f} {RUNS.get(label, 0):5d} {per:9.1f}")
     print(f"{'total':28} {total:8.1f} {1:6.0%} {sum(TESTS.values()):8.1f} "
-          f"{total / verified if verified else float('nan'):9.1f}")
+          f"{sum(RUNS.values()):5d} {total / verified if verified else float('nan'):9.1f}")
     rate = verified / (total * cores / 3600) if total else 0.0
     print(f"\nverified tasks per core-hour: {rate:.0f} ({verified} in {total:.0f} s on {cores} cores)")
 

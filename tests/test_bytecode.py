@@ -83,3 +83,29 @@ def test_gate_runs_report_a_failure_in_one_line_unless_asked(ctx, local_backend,
     assert got[False].outcomes["tests/test_text.py::test_shout"] == "failed"
     assert "def test_shout" in got[True].output_tail  # the traceback shows the test's source
     assert "def test_shout" not in got[False].output_tail
+
+
+def test_a_harvest_is_kept_for_the_run_s_next_stage_and_only_for_its_snapshot(ctx, local_backend, tmp_path):
+    """The delete stage's harvest serves verification (another context, the same run directory)
+    without a run; a harvest kept for another snapshot or environment is not used."""
+    from featdel.env import bytecode
+    from featdel.pipeline.context import RepoContext
+
+    with ctx.runner(local_backend) as runner:
+        pycs = ctx.bytecode(runner, 120.0)
+    assert ctx.bytecode_file is not None and ctx.bytecode_file.is_file()
+
+    class NoRuns:
+        def run_suite(self, *args, **kwargs):
+            raise AssertionError("harvested again")
+
+    later = RepoContext.load(ctx.bytecode_file.parent.parent.parent, ctx.record)
+    assert later.bytecode(NoRuns(), 120.0) == pycs
+
+    kept = tmp_path / "kept.zip"
+    bytecode.save(kept, pycs, "snapshot-a env")
+    assert bytecode.load(kept, "snapshot-a env") == pycs
+    assert bytecode.load(kept, "snapshot-b env") is None
+    assert bytecode.load(tmp_path / "missing.zip", "snapshot-a env") is None
+    kept.write_bytes(b"not a zip")
+    assert bytecode.load(kept, "snapshot-a env") is None

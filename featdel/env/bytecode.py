@@ -5,7 +5,9 @@ run anew: runs write no bytecode (`PYTHONDONTWRITEBYTECODE`), and each gets a fr
 tree. On toolz's suite that compiling is more than half of a run (1.2 s against 0.5 s with the
 bytecode in place). So one collection of the original tree (`harvest`), in the sandbox with
 bytecode writing on, keeps the `.pyc` files Python and pytest wrote, and `overlay` puts them into
-a candidate's tree beside every source file the candidate left unchanged.
+a candidate's tree beside every source file the candidate left unchanged. The harvest is kept in
+the run directory (`save`, `load`: the delete stage's serves verification), keyed by the
+snapshot's digest and the environment.
 
 Why this is safe:
 - The run that writes them is of the original tree, the repository's own code, which mining
@@ -55,6 +57,36 @@ def harvest(runner: SuiteRunner, original: Path, work: Path, timeout_s: float) -
         if source is not None and pyc.is_file() and not pyc.is_symlink() and (original / source).is_file():
             out[rel] = pyc.read_bytes()
     return out
+
+
+def save(path: Path, pycs: dict[str, bytes], key: str) -> None:
+    """Keep a harvest on the host for the next stage of the run (a zip, stored, with `key`: what
+    it was compiled from); written whole or not at all."""
+    import os
+    import zipfile
+
+    part = path.with_name(path.name + ".part")
+    with zipfile.ZipFile(part, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr(_KEY, key)
+        for rel, data in pycs.items():
+            zf.writestr(rel, data)
+    os.replace(part, path)
+
+
+def load(path: Path, key: str) -> dict[str, bytes] | None:
+    """A harvest `save` kept for `key`; None when there is none (or one of something else)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            if zf.read(_KEY).decode() != key:
+                return None
+            return {name: zf.read(name) for name in zf.namelist() if name != _KEY}
+    except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError):
+        return None
+
+
+_KEY = "featdel-harvest-key"
 
 
 def overlay(tree: Path, pycs: dict[str, bytes], changed: set[str]) -> int:

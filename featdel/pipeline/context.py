@@ -51,6 +51,7 @@ class RepoContext:
     _original: Path | None = field(default=None, repr=False)
     _test_imports: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
     _bytecode: dict[str, bytes] | None = field(default=None, repr=False)
+    bytecode_file: Path | None = None  # where the original's bytecode is kept for the run's next stage
 
     @classmethod
     def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
@@ -62,7 +63,8 @@ class RepoContext:
         baseline = rd.load_baseline(record.name)
         return cls(record=record, env=env, snapshot=rd.snapshot(record.name),
                    cmap=CoverageMap.load(rd.coverage(record.name)), baseline=baseline, passing=baseline.passing(),
-                   collected=set(baseline.tests), image=record.image_name, lang=lang)
+                   collected=set(baseline.tests), image=record.image_name, lang=lang,
+                   bytecode_file=rd.repo_dir(record.name) / "bytecode.zip")
 
     def runner(self, backend, *, warm: bool = True) -> SuiteRunner:
         """A runner of this repository's suite in its language (a `SuiteRunner` or a subclass)."""
@@ -79,16 +81,23 @@ class RepoContext:
             return self._original
 
     def bytecode(self, runner: SuiteRunner, timeout_s: float) -> dict[str, bytes]:
-        """The original tree's bytecode, compiled once (featdel.env.bytecode); none outside Python."""
-        from featdel.env.bytecode import harvest
+        """The original tree's bytecode, compiled once per run directory (featdel.env.bytecode:
+        kept in `bytecode_file` for the stages after the first); none outside Python."""
+        from featdel.env import bytecode
 
         if self.lang.name != "python":
             return {}
         original = self.original()  # takes the lock itself
         with self._lock:
             if self._bytecode is None:
-                with tempfile.TemporaryDirectory(prefix="featdel-bytecode-") as tmp:
-                    self._bytecode = harvest(runner, original, Path(tmp), timeout_s)
+                key = f"{trees.digest(self.snapshot.parent, self.snapshot.name)} {self.env.root}"
+                kept = bytecode.load(self.bytecode_file, key) if self.bytecode_file else None
+                if kept is None:
+                    with tempfile.TemporaryDirectory(prefix="featdel-bytecode-") as tmp:
+                        kept = bytecode.harvest(runner, original, Path(tmp), timeout_s)
+                    if self.bytecode_file is not None:
+                        bytecode.save(self.bytecode_file, kept, key)
+                self._bytecode = kept
             return self._bytecode
 
     def test_modules_importing(self, paths: set[str]) -> set[str]:
