@@ -1,6 +1,7 @@
-"""A stub variant's tree is built by writing its files over a copy of the original
-(`trees.edited_state`) instead of making a patch from the snapshot and applying it: the two
-must give the same tree, file for file and directory for directory."""
+"""A stub variant's tree is built from a copy of the deletion's start state, the files the
+deletion changed put back and the variant's written over it (`trees.variant_state`), instead of
+making a patch from the snapshot and applying it: the two must give the same tree, file for file,
+mode for mode and directory for directory."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ def _layout(tree: Path) -> tuple[str, list[str], dict[str, int]]:
     return trees.tree_digest(tree), sorted(dirs), modes
 
 
-def test_an_edited_state_is_the_start_state_of_the_same_edits(tmp_path):
+def test_a_variant_state_is_the_start_state_of_the_variant_s_edits(tmp_path):
     repo = make_repo(tmp_path / "repo", {
-        "pkg/__init__.py": "from pkg.a import f\n",
+        "pkg/__init__.py": "from pkg.a import f\nfrom pkg.b import g\n",
         "pkg/a.py": "def f():\n    return 1\n",
+        "pkg/b.py": "def g():\n    return 2\n",
         "pkg/sub/__init__.py": "X = 1\n",  # its only file goes: the directory goes with it
         "pkg/deep/er/mod.py": "Y = 2\n",
+        "pkg/gone/only.py": "W = 4\n",  # the deletion removes it, the variant brings it back
         "tools/run.sh": "#!/bin/sh\necho hi\n",
         "tests/test_a.py": "from pkg import f\n\n\ndef test_f():\n    assert f() == 1\n",
     })
@@ -39,14 +42,19 @@ def test_an_edited_state_is_the_start_state_of_the_same_edits(tmp_path):
     snapshot = tmp_path / "snap.tar.gz"
     trees.write_snapshot(repo, head, snapshot)
     original = trees.extract(snapshot, tmp_path / "original")
-    edits = {"pkg/a.py": "def f():\n    pass\n", "pkg/sub/__init__.py": None, "pkg/deep/er/mod.py": None,
-             "pkg/new.py": "Z = 3\n", "tools/run.sh": "#!/bin/sh\necho bye\n"}
-    patch, _ = trees.diff(snapshot, edits)
-    by_patch = trees.start_state(snapshot, patch, tmp_path / "by-patch")
-    by_edits = trees.edited_state(original, edits, tmp_path / "by-edits")
-    assert _layout(by_edits) == _layout(by_patch)
-    assert not (by_edits / "pkg" / "sub").exists() and not (by_edits / "pkg" / "deep").exists()
-    assert (by_edits / ".git").is_dir() and (original / "pkg" / "sub" / "__init__.py").is_file()  # original untouched
+    # the deletion: f and g gone, their wiring cut, a module and an executable changed, a file added
+    deletion = {"pkg/a.py": "", "pkg/b.py": "", "pkg/__init__.py": "", "pkg/gone/only.py": None,
+                "pkg/sub/__init__.py": None, "pkg/added/new.py": "V = 5\n", "tools/run.sh": "#!/bin/sh\necho bye\n"}
+    start = trees.start_state(snapshot, trees.diff(snapshot, deletion)[0], tmp_path / "start")
+    # the variant: a stub of f in its home, the module the deletion removed stays removed
+    variant = {"pkg/a.py": "def f():\n    pass\n", "pkg/sub/__init__.py": None, "pkg/deep/er/mod.py": None}
+    by_patch = trees.start_state(snapshot, trees.diff(snapshot, variant)[0], tmp_path / "by-patch")
+    restored = trees.variant_state(start, original, set(deletion), variant)
+    assert _layout(start) == _layout(by_patch)
+    assert restored == ["pkg/__init__.py", "pkg/b.py", "pkg/gone/only.py", "tools/run.sh"]
+    assert not (start / "pkg" / "added").exists() and not (start / "pkg" / "deep").exists()
+    assert os.stat(start / "pkg" / "b.py").st_mtime_ns == os.stat(original / "pkg" / "b.py").st_mtime_ns  # its pyc holds
+    assert (start / ".git").is_dir() and (original / "pkg" / "sub" / "__init__.py").is_file()  # original untouched
 
 
 def test_a_kept_start_state_is_copied_never_shared_and_follows_its_snapshot(tmp_path):

@@ -108,21 +108,38 @@ def start_state(snapshot: Path, deletion_patch: str, dest: Path, *, commit: bool
     return dest
 
 
-def edited_state(original: Path, files: dict[str, str | None], dest: Path) -> Path:
-    """`start_state(snapshot, diff(snapshot, files)[0], dest)` without making and applying the
-    patch: a copy of the extracted `original` with `files` written over it (a directory that a
-    removal leaves empty goes, as `git apply` removes it), scrubbed and committed. Three
-    extractions and three git runs fewer: a stub variant's tree (featdel.pipeline.gates)."""
-    copy_tree(original, dest)
-    apply_edits(dest, files)
+def variant_state(start: Path, original: Path, changed: set[str], files: dict[str, str | None]) -> list[str]:
+    """Make `start`, a copy of the start state of a deletion that changed the files `changed`,
+    hold what `start_state` of the edits `files` alone would hold: each file of `changed` not in
+    `files` put back as the original has it (copied with its mode and time, so the original's
+    bytecode of it stays valid; gone where the original has none), then `files` written. No git
+    run: the start state's repository stays, the variant uncommitted over it, as a learner's
+    patch is when graded. Returns the files put back."""
+    restored = []
+    for rel in sorted(set(changed) - set(files)):
+        source, dest = original / rel, start / rel
+        if source.is_symlink() or source.is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if dest.is_symlink() or dest.exists():
+                dest.unlink()
+            shutil.copy2(source, dest, follow_symlinks=False)
+            restored.append(rel)
+        else:
+            dest.unlink(missing_ok=True)
+            _prune(start, dest.parent)
+    apply_edits(start, files)
     for rel, text in files.items():
-        parent = (dest / rel).parent
-        while text is None and parent != dest and parent.is_dir() and not any(parent.iterdir()):
-            parent.rmdir()
-            parent = parent.parent
-    scrub(dest)
-    commit_tree(dest, "start")
-    return dest
+        if text is None:
+            _prune(start, (start / rel).parent)
+    return restored
+
+
+def _prune(tree: Path, parent: Path) -> None:
+    """Remove `parent` and the folders above it that are left empty, up to `tree` (as `git apply`
+    does for a file it removes)."""
+    while parent != tree and parent.is_dir() and not parent.is_symlink() and not any(parent.iterdir()):
+        parent.rmdir()
+        parent = parent.parent
 
 
 def start_state_of(snapshot: bytes, deletion_patch: str, dest: Path) -> Path:

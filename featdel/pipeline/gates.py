@@ -88,6 +88,18 @@ class Work:
             (self.tmp / "compiling").rename(compiled)
         return trees.copy_tree(compiled, self.tmp / name)
 
+    def variant(self, name: str, files: dict[str, str | None]) -> Path:
+        """The original with `files` written over it (a stub variant's tree), made from a copy of
+        the start state (`trees.variant_state`): the files the deletion changed and `files` does
+        not name go back to the original's, with the original's bytecode."""
+        from featdel.env.bytecode import overlay, source_of
+
+        tree = self.fresh(name)
+        restored = set(trees.variant_state(tree, self.original, set(self.deletion.files), files))
+        if restored and self.opts.bytecode:
+            overlay(tree, {rel: pyc for rel, pyc in self.bytecode().items() if source_of(rel) in restored}, set())
+        return tree
+
     def bytecode(self) -> dict[str, bytes]:
         """The original's compiled files (featdel.env.bytecode); none when the options say so."""
         return self.ctx.bytecode(self.runner, self.timeout()) if self.opts.bytecode else {}
@@ -331,7 +343,7 @@ def stubs_fail(w: Work) -> None:
         # wiring the deletion cut elsewhere (a re-export, an `__all__` entry) comes back with the
         # stub, else the stub could never be imported and the gate would pass vacuously
         files = {p: t for p, t in variant.files.items() if p in homes or t is None}
-        tree = w.with_bytecode(trees.edited_state(w.original, files, w.tmp / f"stub{i}"), set(files))
+        tree = w.variant(f"stub{i}", files)
         run = w.runner.run_suite(RunOptions(tests=left, timeout_s=w.timeout(), extra_args=_continue(w.ctx, w.opts)),
                                  tree=tree)
         w.spent.append(run.seconds)
