@@ -126,12 +126,15 @@ def _index_lines(idx: RootIndex, path: str) -> None:
         return  # binary: shared libraries, bytecode, images
     file_id = len(idx.files)
     idx.files.append(path)
-    for raw in data.splitlines():
-        line = raw.strip()
-        if len(line) >= MIN_NEEDLE:
-            ids = idx.lines.setdefault(hash(line), [])
-            if len(ids) < 8 and (not ids or ids[-1] != file_id):
-                ids.append(file_id)
+    lines = idx.lines
+    # each distinct line once per file, the loop over them as short as it can be: this indexes
+    # a million lines per process (the interpreter's tree is most of them)
+    for key in {hash(line) for line in map(bytes.strip, data.splitlines()) if len(line) >= MIN_NEEDLE}:
+        ids = lines.get(key)
+        if ids is None:
+            lines[key] = [file_id]
+        elif len(ids) < 8:
+            ids.append(file_id)
 
 
 def package_names(package_dirs: list[str]) -> list[str]:
