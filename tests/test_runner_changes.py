@@ -11,6 +11,7 @@ still pytest's, and the filter for pytest's own rebinding let it through.)
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -107,12 +108,38 @@ RED_TEAM = {
     "a __bases__ write": (
         "import _pytest.python as P\nclass Mixin:\n    pass\nP.Function.__bases__ = (Mixin,) + P.Function.__bases__\n",
         "_pytest.python.Function"),
+    # a name the module held unlisted (not code) now holds code: no name is new to the module
+    "an unlisted global made a function": ("import _pytest.python as P\nP.__doc__ = lambda: None\n",
+                                           "_pytest.python.__doc__"),
 }
 
 
+@pytest.mark.parametrize("forked", [False, True], ids=["fresh", "forked"])
 @pytest.mark.parametrize("case", sorted(RED_TEAM))
-def test_what_a_red_team_slipped_past_the_check_is_named(tmp_path, local_backend, case):
+def test_what_a_red_team_slipped_past_the_check_is_named(tmp_path, local_backend, case, forked):
+    """Forked runs start the check from what the zygote took before its first fork."""
     code, name = RED_TEAM[case]
     env = hand_made_env(tmp_path / "env", {"conftest.py": code, "test_x.py": "def test_fail():\n    assert False\n"})
-    run = run_suite(env, local_backend, RunOptions(timeout_s=60, tests=["tests/test_x.py"]))
+    options = RunOptions(timeout_s=60, tests=["tests/test_x.py"])
+    if forked:
+        with warm_runner(env, local_backend) as runner:
+            runner.zygote = True
+            run = runner.run_suite(options, tree=Path(shutil.copytree(env.src, tmp_path / "tree", symlinks=True)))
+    else:
+        run = run_suite(env, local_backend, options)
     assert name in _changed(run), (run.trips, run.output_tail[-800:])
+
+
+def test_forked_runs_start_the_check_from_the_zygote_s(tmp_path, local_backend):
+    """The zygote took the check's starting point before its first fork (featdel_report.warm);
+    a fresh run has none and builds its own."""
+    warmed = "import sys\n\n\ndef test_warm():\n    assert sys.modules['featdel_report']._WARM\n"
+    env = hand_made_env(tmp_path / "env", {"test_warm.py": warmed})
+    options = RunOptions(timeout_s=60, tests=["tests/test_warm.py"])
+    with warm_runner(env, local_backend) as runner:
+        runner.zygote = True
+        forked = runner.run_suite(options, tree=Path(shutil.copytree(env.src, tmp_path / "tree", symlinks=True)))
+    fresh = run_suite(env, local_backend, options)
+    assert (forked.outcomes, fresh.outcomes) == ({"tests/test_warm.py::test_warm": "passed"},
+                                                 {"tests/test_warm.py::test_warm": "failed"}), forked.output_tail
+    assert not forked.trips and not fresh.trips

@@ -9,7 +9,9 @@ saw an exception is a tripwire. Every record leaves the process as it happens th
 `collected`, one `test` per test, `trip` for tampering seen at run time, and `end`.
 
 All state lives in `build()`'s closure, none at module level: rebinding this module's attributes
-changes nothing. At the start and after every test the plugin compares pytest's, pluggy's and
+changes nothing. The one exception is read before any code of the tree runs: the starting point of
+the check below, which a warm pytest takes once before it forks its runs (`warm()`), and which a
+run's `build()` takes over only if the same pytest modules are loaded. At the start and after every test the plugin compares pytest's, pluggy's and
 its own functions and classes, and the hook implementations on the path of a test, with what
 they were before any code of the tree ran; a change is a `trip` (a class attribute write is
 invisible to audit hooks, so this is the layer that sees it).
@@ -20,7 +22,17 @@ This file runs inside the sandbox with the repository's interpreter: standard li
 """
 
 
-def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_files=(), run_only=None):
+_WARM: list = []  # ({name: module} watched, before, homes, layout), from `warm()`; never written by a run
+
+
+def warm() -> None:
+    """Take the check's starting point now, in a process that has run no code of any tree (the
+    zygote, before its first fork): each run forked from it skips building it (about 6 ms)."""
+    _WARM[:] = [build(None, _warm=True)]
+
+
+def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_files=(), run_only=None,
+          _warm=False):
     """The plugin object for one run (see the module docstring). `changed_files`: the
     absolute paths the patch changed (a plugin module among them is tampering). `watch_files`:
     test files whose collected functions must still hold their assertions. `run_only`: node ids;
@@ -42,6 +54,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         len,
         list,
         map,
+        object,
         set,
         sorted,
         str,
@@ -130,43 +143,62 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
             return None
         return vars(owner)
 
-    known: dict = {}  # prefix -> the names `before` lists under it, built at the first `changed`
+    def _layout(before: dict) -> dict:
+        """prefix ((module,) or (module, class)) -> (its entries in `before` as (name, object,
+        sig), every other name its namespace holds with its value, all of its names): what
+        `changed` compares against, taken with `before`, before any code of the tree runs."""
+        groups = {}
+        for key, (value, sig) in before.items():
+            groups.setdefault(key[:-1], []).append((key[-1], value, sig))
+        out = {}
+        for prefix, entries in groups.items():
+            space = _where(prefix) or {}
+            listed = frozenset(name for name, _, _ in entries)
+            out[prefix] = (entries, [(n, v) for n, v in list(space.items()) if n not in listed], frozenset(space))
+        return out
 
-    def changed(before: dict) -> list:
+    def changed() -> list:
         """What differs from `before` now: replaced, removed or added functions and class members,
         and watched modules replaced in `sys.modules`, less pytest's own rebinding
         (`_runner_code`). A function whose code or defaults were swapped in place is named
         whatever it now runs (the runner never does that). Found without building `fingerprint()`
-        again: each entry of `before` is looked up where it lives (identity, then its code and
-        defaults by identity), and only names new to a module or class of `before` are looked at."""
-        if not known:
-            for key in before:
-                known.setdefault(key[:-1], set()).add(key[-1])
+        again, from `layout`: each entry is looked up where it lives (identity, then its code and
+        defaults by identity); a name the namespace held unlisted counts once it holds something
+        `fingerprint()` would list; a name new to the namespace likewise."""
         diffs, now, swapped = [], {}, set()
         # pytest's code reads the modules it imported, whatever `sys.modules` now holds
         diffs += [(name,) for name, mod in homes.items() if modules.get(name) is not mod]
-        for prefix, names in known.items():
+        for prefix, (entries, unlisted, names) in layout.items():
             space = _where(prefix)
             if space is None:
-                diffs += [(*prefix, name) for name in names]  # gone, or no longer listed
+                diffs += [(*prefix, name) for name, _, _ in entries]  # gone, or no longer listed
                 continue
-            for name in names:
+            for name, old, sig in entries:
+                value = space.get(name, _absent)
+                if value is old:
+                    if type(old) is _function:
+                        if old.__code__ is sig[0] and old.__defaults__ is sig[1] and old.__kwdefaults__ is sig[2]:
+                            continue
+                    elif _same_sig(_sig(old), sig):
+                        continue
+                    diffs.append((*prefix, name))
+                    swapped.add((*prefix, name))
+                    continue
                 key = (*prefix, name)
-                value = space.get(name)
-                old, sig = before[key]
-                if value is None or not _listed(key, value):
-                    diffs.append(key)
-                elif value is not old:
-                    diffs.append(key)
+                diffs.append(key)
+                if value is not _absent and _listed(key, value):
                     now[key] = value
-                elif not _same_sig(_sig(value), sig):
-                    diffs.append(key)
-                    swapped.add(key)
-            for name in space.keys() - names:
-                key, value = (*prefix, name), space.get(name)
-                if _listed(key, value):
-                    diffs.append(key)
-                    now[key] = value
+            for name, old in unlisted:
+                value = space.get(name, _absent)
+                if value is not old and value is not _absent and _listed((*prefix, name), value):
+                    diffs.append((*prefix, name))
+                    now[(*prefix, name)] = value
+            if space.keys() != names:
+                for name in space.keys() - names:
+                    key, value = (*prefix, name), space.get(name)
+                    if _listed(key, value):
+                        diffs.append(key)
+                        now[key] = value
         return sorted(".".join(k) for k in diffs if k in swapped or not _runner_code(now.get(k)))[:20]
 
     def _same_sig(a: tuple, b: tuple) -> bool:
@@ -393,8 +425,17 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         xfailed_key = None
     _ROOTS = _roots()
     _LEGACYPATH = os.path.join(_ROOTS[0], "legacypath.py")  # _pytest/legacypath.py
-    before = fingerprint()
-    homes = {key[0]: modules[key[0]] for key in before}  # the modules themselves, before any tree code
+    _absent = object()
+    loaded = {name: mod for name, mod in list(modules.items()) if mod is not None and _watched(name)}
+    kept = _WARM[0] if _WARM and not _warm else None
+    if kept is not None and len(kept[0]) == len(loaded) and all(loaded.get(n) is m for n, m in kept[0].items()):
+        _, before, homes, layout = kept  # taken in this process's warm parent, from these very modules
+    else:
+        before = fingerprint()
+        homes = {key[0]: modules[key[0]] for key in before}  # the modules themselves, before any tree code
+        layout = _layout(before)
+    if _warm:
+        return loaded, before, homes, layout
     load_assertion = __import__("dis").opmap.get("LOAD_ASSERTION_ERROR", -1)
     defs = _defs(watch_files)
     watched_files = frozenset(watch_files)
@@ -430,7 +471,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
                     hot = False  # something on the path changed: the full check names it
                     break
         if not hot:
-            for name in changed(before):
+            for name in changed():
                 trip("runner-changed", name)
             # what pytest's own code rebound (legacypath, at configure) is the new normal
             refreshed = []

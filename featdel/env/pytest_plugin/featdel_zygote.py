@@ -41,7 +41,7 @@ import threading
 import time
 
 import featdel_launch  # binds the launcher's names; nothing of the tree is imported here
-import featdel_report  # noqa: F401  (warm: the launcher imports it again from sys.modules)
+import featdel_report  # warm: the launcher imports it again from sys.modules
 import pytest  # noqa: F401
 
 PR_SET_DUMPABLE = 4
@@ -61,6 +61,7 @@ def main() -> int:
     # What a fresh run inherits from the shell that started it (the local backend's `cd`)
     started = {k: os.environ[k] for k in ("PWD", "OLDPWD") if k in os.environ}
     before = attributes()
+    featdel_report.warm()  # the report plugin's check of pytest's code starts from here in every run
     # Every object the zygote holds now moves to the collector's permanent generation: a run's
     # collections (pytest collects twice at the end of each session) walk only what the run
     # made, and no page of the zygote's heap is copied into a child for the collector's writes.
