@@ -247,7 +247,7 @@ class SuiteRunner:
         `python -c CODE` of the env's interpreter (the build check's import) is forked from the
         warm pytest where a test run would be, else run fresh."""
         forked = (self.zygote and self.warm and not self._no_zygote and tree is not None and len(argv) >= 3
-                  and argv[:2] == [str(self.env.venv / "bin" / "python"), "-c"]
+                  and argv[1] == "-c" and hasattr(self.env, "venv") and argv[0] == str(self.env.venv / "bin" / "python")
                   and getattr(self.backend, "name", "") == "local")
         for warm in (True, False) if forked else (False,):
             with self._dirs() as (out_dir, sealed):
