@@ -98,15 +98,16 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
             if found is None:
                 continue
             owner, fn, params = found
+            source_of_fn = ast.unparse(fn)  # once: each variant parses a copy of it
             for kind, replace in (("twin", None), ("fresh", _object), ("perturbed", _perturb(token(4)))):
-                variant = _variant(fn, copy_name(fn.name, token(4)), replace)
+                variant = _variant(source_of_fn, copy_name(fn.name, token(4)), replace)
                 if variant is None:
                     continue
                 text, vname = variant
                 lines += placed(text, vname, owner, token)
                 out.append(Canary(node_id=node_id(rel, owner, vname, params), kind=kind, original=node))
             for entry, rows in held:
-                if entry.nodes[0] != node or entry.source != ast.unparse(fn):
+                if entry.nodes[0] != node or entry.source != source_of_fn:
                     continue  # once per test function (its copies keep its parameters)
                 if list(rows) == [""]:
                     right, *wrong = (ast.parse(repr(x), mode="eval").body
@@ -139,14 +140,14 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
     return out
 
 
-def _variant(fn, name: str, replace) -> tuple[str, str] | None:
-    """A variant of `fn` as source in which each top-level `assert X == Y` (and
+def _variant(source: str, name: str, replace) -> tuple[str, str] | None:
+    """A variant of the test function `source` (`ast.unparse` of its definition) in which each top-level `assert X == Y` (and
     `self.assertEqual(X, Y)`) compares X with `replace(Y)` (the literal side when there is one),
     or None when no top-level assertion compares with `==` or `replace` has nothing to offer (an
     assertion inside a branch or loop may never run: the variant would pass honestly). With no
     `replace`, the twin: the same source under another name, its decorators run again, so
     parameters built at import (a context manager that can be entered once) are built anew."""
-    new = ast.parse(ast.unparse(fn)).body[0]  # a copy
+    new = ast.parse(source).body[0]  # a copy of its own
     if replace is None:
         new.name = name
         return ast.unparse(new), name
