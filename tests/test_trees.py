@@ -6,6 +6,7 @@ mode for mode and directory for directory."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from featdel.code import trees
@@ -75,3 +76,31 @@ def test_a_kept_start_state_is_copied_never_shared_and_follows_its_snapshot(tmp_
     trees.write_snapshot(repo_b, "HEAD", tmp_path / "snap-b.tar.gz")
     os.replace(tmp_path / "snap-b.tar.gz", snapshot)  # another snapshot at the same path
     assert "return 2" in starts.start_state(snapshot, "", tmp_path / "third").joinpath("pkg", "a.py").read_text()
+
+
+def test_an_edit_differ_gives_diff_trees_bytes_both_ways(tmp_path):
+    """featdel.code.hostgit.EditDiffer hashes the original once and only the edited files after:
+    its patches are `diff_trees`' byte for byte, for a changed, a removed, a new and an executable
+    file, a path git would read as a pattern, and a file the original lacks marked removed."""
+    from featdel.code.hostgit import EditDiffer
+
+    original = tmp_path / "original"
+    for rel, text in {"pkg/a.py": "def f():\n    return 1\n", "pkg/b.py": "X = 1\n", "pkg/[ab].py": "Y = 2\n",
+                      "run.sh": "#!/bin/sh\necho hi\n", "data.txt": "one\r\ntwo\r\n"}.items():
+        (original / rel).parent.mkdir(parents=True, exist_ok=True)
+        (original / rel).write_text(text, newline="")
+    (original / "run.sh").chmod(0o755)
+    edits = [
+        {"pkg/a.py": "def f():\n    pass\n"},
+        {"pkg/b.py": None, "pkg/new/mod.py": "Z = 3\n"},
+        {"run.sh": "#!/bin/sh\necho bye\n", "pkg/[ab].py": "Y = 3\n"},
+        {"pkg/missing.py": None, "data.txt": "one\r\nthree\r\n"},
+    ]
+    with EditDiffer(original) as differ:
+        for n, files in enumerate(edits):
+            edited = Path(shutil.copytree(original, tmp_path / f"edited-{n}"))
+            trees.apply_edits(edited, files)
+            assert differ.plain(files)
+            assert differ.diff(files) == (trees.diff_trees(original, edited), trees.diff_trees(edited, original)), files
+        (original / "link.py").symlink_to("pkg/a.py")
+        assert not differ.plain({"link.py": "X = 2\n"})  # a symlink: whole-tree diffs instead

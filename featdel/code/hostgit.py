@@ -28,6 +28,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 # Highest-priority attributes: every one that changes bytes between disk and repository, or picks
@@ -111,6 +112,74 @@ def diff_trees(a: Path, b: Path, *, timeout: float = 300) -> str:
         repo.git("add", "-A", "-f", work_tree=b, index=repo.tmp / "index-b", cwd=b, timeout=timeout)
         return repo.git("diff", "--cached", *DIFF_FLAGS, base, work_tree=b, index=repo.tmp / "index-b", cwd=b,
                         timeout=timeout).stdout
+
+
+class EditDiffer:
+    """The patches of edits to one tree, that tree hashed once (a context manager; `close` removes
+    its repository). Each `diff` writes only the edited files, into an empty folder, and hashes
+    them over a copy of the original's index: four git runs and no copy of the tree, where
+    `diff_trees` both ways would take eight and two trees. Same bytes out as `diff_trees`."""
+
+    def __init__(self, original: Path) -> None:
+        self.original = original
+        self.repo = HostRepo()
+        self.index = self.repo.tmp / "index-original"
+        self.base = self.repo.write_tree(original, self.index)
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def __enter__(self) -> EditDiffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.repo.close()
+
+    def plain(self, files) -> bool:
+        """Whether `diff` takes these edits: every path a plain file (or absent) in the original,
+        under plain folders (a symlink among them: `diff_trees` of whole trees instead)."""
+        for rel in files:
+            path = self.original
+            for part in Path(rel).parts:
+                path = path / part
+                if path.is_symlink():
+                    return False
+            if path.exists() and not path.is_file():
+                return False
+        return True
+
+    def diff(self, files: dict[str, str | None]) -> tuple[str, str]:
+        """(original -> edited, edited -> original) for `files` (path -> new text, None: removed)."""
+        with self._lock:
+            self._count += 1
+            work, index = self.repo.tmp / f"work-{self._count}", self.repo.tmp / f"index-{self._count}"
+        work.mkdir()
+        try:
+            shutil.copyfile(self.index, index)
+            named = []
+            for rel, text in files.items():
+                source = self.original / rel
+                if text is None:
+                    if source.is_file():
+                        named.append(rel)  # `add -A` of a path the folder lacks removes it
+                    continue
+                path = work / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+                if source.is_file():
+                    os.chmod(path, stat.S_IMODE(source.stat().st_mode))  # an executable stays one
+                named.append(rel)
+            literal = {"GIT_LITERAL_PATHSPECS": "1"}  # a path is a path, never a pattern
+            if named:
+                self.repo.git("add", "-A", "-f", "--", *sorted(named), work_tree=work, index=index, cwd=work, env=literal)
+            edited = self.repo.git("write-tree", index=index).stdout.strip()
+            return (self.repo.git("diff", *DIFF_FLAGS, self.base, edited).stdout,
+                    self.repo.git("diff", *DIFF_FLAGS, edited, self.base).stdout)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+            index.unlink(missing_ok=True)
 
 
 def remove_git_entries(tree: Path) -> list[str]:

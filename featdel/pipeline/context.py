@@ -52,6 +52,7 @@ class RepoContext:
     _test_imports: dict[str, tuple[str, ...]] | None = field(default=None, repr=False)
     _bytecode: dict[str, bytes] | None = field(default=None, repr=False)
     bytecode_file: Path | None = None  # where the original's bytecode is kept for the run's next stage
+    _differ: object | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, run_dir: Path, record: RepoRecord) -> RepoContext:
@@ -79,6 +80,20 @@ class RepoContext:
                 weakref.finalize(self, shutil.rmtree, tmp, True)
                 self._original = trees.extract(self.snapshot, tmp / "original")
             return self._original
+
+    def diff(self, files: dict[str, str | None]) -> tuple[str, str]:
+        """(deletion patch, gold patch) of the edits `files` to the original: `trees.diff`'s, from
+        one hashing of the original per context (featdel.code.hostgit.EditDiffer)."""
+        from featdel.code.hostgit import EditDiffer
+
+        original = self.original()  # takes the lock itself
+        with self._lock:
+            if self._differ is None:
+                self._differ = EditDiffer(original)
+                weakref.finalize(self, self._differ.close)
+        if not self._differ.plain(files):
+            return trees.diff(self.snapshot, files)
+        return self._differ.diff(files)
 
     def bytecode(self, runner: SuiteRunner, timeout_s: float) -> dict[str, bytes]:
         """The original tree's bytecode, compiled once per run directory (featdel.env.bytecode:

@@ -93,8 +93,6 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
     runner of `ctx`'s env to reuse (its warm sandbox is reset after every run); default: a new one.
     `until`: stop after the gate of that name (benches that re-judge one rule); a deletion that
     passes it is `verified` at stage `until`, a verdict for a bench, never for a run."""
-    from featdel.code import trees
-
     base = dict(deletion_id=deletion.deletion_id, repo=deletion.repo, strategy=deletion.strategy,
                 target=deletion.target)
     spent: list[float] = []
@@ -105,7 +103,7 @@ def verify_one(ctx: RepoContext, deletion: Deletion, backend, opts: VerifyOption
                 tempfile.TemporaryDirectory(prefix="featdel-verify-") as tmp:
             runner.zygote = opts.warm_pytest and opts.warm_sandbox
             w = Work(ctx=ctx, deletion=deletion, runner=runner, opts=opts, tmp=Path(tmp), spent=spent)
-            w.deletion_patch, w.patch = trees.diff(ctx.snapshot, deletion.files)
+            w.deletion_patch, w.patch = ctx.diff(deletion.files)
             for gate in GATES:
                 gate(w)
                 if gate.__name__ == until:
