@@ -10,6 +10,7 @@ strings). `to_json`/`from_dict` round-trip any of them through one JSON object p
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import threading
 import types
@@ -136,12 +137,19 @@ def to_json(record: Any) -> str:
 
 
 def from_dict(cls: type[T], data: dict[str, Any]) -> T:
-    hints = typing.get_type_hints(cls)
     kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            kwargs[f.name] = _coerce(hints[f.name], data[f.name])
+    for name, hint in _fields(cls):
+        if name in data:
+            kwargs[name] = _coerce(hint, data[name])
     return cls(**kwargs)
+
+
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(name, resolved type) of each field of the dataclass `cls`: resolving the annotations is
+    most of reading a record, and a run reads its verdicts again and again."""
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name]) for f in dataclasses.fields(cls))
 
 
 def _coerce(tp: Any, value: Any) -> Any:
