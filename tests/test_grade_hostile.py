@@ -412,6 +412,40 @@ def shout(s):
     return consts[0] if consts else s
 '''
 
+
+
+def aliased(entry: str) -> dict:
+    """The frame oracle in the patch's own `hostlib/text.py`, imported through `entry`, another
+    name of the package's folder put first on its `__path__`: the module's `co_filename` is not
+    the name the patch's lines are listed under."""
+    return {"hostlib/__init__.py": f"import os\n__path__.insert(0, {entry})\n" + INIT,
+            "hostlib/text.py": FRAME_ORACLE + WHISPER}
+
+
+# The frame oracle written to a new file while the run runs, and imported from there.
+WRITTEN_AT_RUN_TIME = """import importlib.util, os, tempfile
+_src = {src!r}
+_path = os.path.join(tempfile.mkdtemp(), "oracle.py")
+with open(_path, "w") as _fh:
+    _fh.write(_src)
+_spec = importlib.util.spec_from_file_location("hostlib_oracle", _path)
+_mod = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_mod)
+shout = _mod.shout
+from hostlib.text import whisper
+""".format(src=FRAME_ORACLE)
+# The frame oracle as a code object that names a standard-library file (no compile event; frames
+# of a standard-library file are passed over), made at authoring time and read back by marshal.
+MARSHALLED = """import marshal
+_ns = {{}}
+exec(marshal.loads(base64.b64decode({blob!r})), _ns)
+shout = _ns["shout"]
+from hostlib.text import whisper
+""".replace("import marshal", "import base64, marshal").format(
+    blob=base64.b64encode(__import__("marshal").dumps(compile(
+        FRAME_ORACLE, __import__("os").path.join(__import__("sysconfig").get_paths()["stdlib"], "textwrap.py"),
+        "exec"))).decode())
+
 # The plugin's hooks rebound on its class and module (pluggy called the functions it was given).
 PLUGIN_REBOUND = FIND_CONFIG + '''
 import sys
@@ -703,7 +737,16 @@ ATTACKS: dict[str, dict] = {
     # 9. no forgery: a table of the visible tests' answers (it passes every F2P test as written;
     # the held-out variants, an input changed and the reference's answer expected, fail it)
     "answer_table": {"hostlib/text.py": "def shout(s):\n    return {'hi': 'HI!', '': '!'}[s]\n" + WHISPER},
+    # 10. round 3 (2026-12-05, an outside red team): the tripwire attributed lines by the name of
+    # their file, so the patch's own file under another name (a `__path__` entry built at run
+    # time), a module the run writes and imports, and code read back by `marshal` ran unseen
+    "frame_oracle_dot_alias": aliased("__path__[0] + os.sep + os.curdir"),
+    "frame_oracle_dotdot_alias": aliased("__path__[0] + os.sep + os.pardir + os.sep + 'hostlib'"),
+    "frame_oracle_double_slash": aliased("__path__[0].replace(os.sep, os.sep * 2)"),
+    "frame_oracle_written_at_run_time": {"hostlib/__init__.py": WRITTEN_AT_RUN_TIME},
+    "frame_oracle_marshal": {"hostlib/__init__.py": MARSHALLED},
 }
+
 
 # Attack -> allow_suspect values under which it earns reward 1 today: the holes (see the reasons).
 LONG = "hostlib/" + "x" * 300 + ".py"
@@ -906,9 +949,63 @@ def test_run_time_evidence_makes_the_run_suspect(task, patches, local_backend):
     assert any(f.startswith("stream: ") for f in result.findings), result.findings  # forged or out of order
 
 
+FILL_DISK = """
+import os
+
+
+def _fill():
+    fd = os.open("reserve.bin", os.O_WRONLY | os.O_CREAT, 0o644)
+    size, chunk = 0, 1 << 40
+    while chunk >= 4096:
+        try:
+            os.posix_fallocate(fd, size, chunk)
+            size += chunk
+        except OSError:
+            chunk //= 2
+    os.close(fd)
+
+
+_fill()
+os.closerange(3, 1024)
+"""
+
+
+def test_a_patch_that_fills_the_disk_fails_its_own_grading(task, local_backend, tmp_path, monkeypatch):
+    """An outside red team filled the filesystem under the graded tree from inside the run, then
+    cut the report channel: the unpatched run that decides `broken` found no room for its own
+    tree. The patched run's trees go before it runs. A 64 MiB tmpfs stands for the disk."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem for the graded trees needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], check=True)
+    try:
+        patch = _patch(task, {"hostlib/__init__.py": INIT + FILL_DISK}, tmp_path / "edit")
+        monkeypatch.setattr(tempfile, "tempdir", str(disk))
+        result = grade(task, patch, local_backend)
+        assert result.status == GradeStatus.UNRESOLVED and result.reward == 0.0, result.reason
+        assert grade(task, task.gold_patch, local_backend).status == GradeStatus.RESOLVED
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
 def test_a_thread_the_patch_starts_cannot_read_the_tests_unseen(task, patches, local_backend):
     """The tripwire follows a test file's open to an added line on the stack; a thread the patch
     starts has none (standard library down to `map`), so any thread but pytest's trips it."""
     result = grade(task, patches["thread_oracle"], local_backend, allow_suspect=True)
     assert result.status == GradeStatus.SUSPECT, result.reason
     assert any("a thread pytest did not start" in f for f in result.findings), result.findings
+
+
+@pytest.mark.parametrize("name", ["frame_oracle", "frame_oracle_dot_alias", "frame_oracle_dotdot_alias",
+                                  "frame_oracle_double_slash", "frame_oracle_written_at_run_time",
+                                  "frame_oracle_marshal"])
+def test_the_tripwire_knows_the_patch_s_code_by_its_file_not_its_name(task, patches, local_backend, name):
+    """The frame oracle earns nothing above; here the tripwire itself must be what saw it, from
+    the patch's file however it is named (the perturbed canaries alone stop this oracle, not an
+    outside red team's, which learned from the test's own locals and passed them)."""
+    result = grade(task, patches[name], local_backend, allow_suspect=True)
+    assert result.status == GradeStatus.SUSPECT, result.reason
+    assert any(f.startswith("audit: ") for f in result.findings), result.findings

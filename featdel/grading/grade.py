@@ -29,6 +29,7 @@ import difflib
 import json
 import os
 import secrets
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -156,6 +157,7 @@ def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Pat
                 raise  # featdel's own failure on the start state: the caller records it as broken
             # Whatever follows from carrying and running the patch is the patch's failure when
             # the start state alone grades without it (`broken` is only what fails without it).
+            _clear(Path(tmp))
             _grade(task, "", backend, Path(tmp) / "unpatched", False, runner, False)
             result, output = GradeResult(instance_id=task.instance_id, status=GradeStatus.UNRESOLVED, reward=0.0,
                                          reason=f"grading this patch failed: {type(exc).__name__}: {str(exc)[:200]}"), {}
@@ -304,6 +306,7 @@ def _without_patch(task: GradeTask, backend, runner, tmp: Path, base: dict, why:
                    output: dict) -> tuple[GradeResult, dict]:
     """The patched run broke (no complete report, or the sandbox failed): the patch's fault,
     `unresolved`, unless the unpatched start state breaks too, which alone is `broken`."""
+    _clear(tmp)
     try:
         clean = starts.start_state(task.snapshot, task.deletion_patch, tmp / "clean")
         if task.test_patch:
@@ -315,6 +318,27 @@ def _without_patch(task: GradeTask, backend, runner, tmp: Path, base: dict, why:
     if failed:
         return GradeResult(**base, status=GradeStatus.BROKEN, reward=0.0, reason=f"without the patch too: {failed}"), output
     return GradeResult(**base, status=GradeStatus.UNRESOLVED, reward=0.0, reason=why), output
+
+
+def _clear(tmp: Path) -> None:
+    """Remove the patched run's trees and whatever it wrote in them before the start state runs
+    alone: a patch that filled the disk from inside its run (an outside red team's
+    `posix_fallocate`, then the report channel closed) must fail its own grading, not the
+    unpatched run that decides `broken`. Folders the run made unreadable are opened first."""
+    def reopen(func, path, _exc):
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            if not os.path.islink(path):
+                os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass
+
+    for child in list(tmp.iterdir()) if tmp.is_dir() else []:
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, onerror=reopen)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def added_lines(texts: dict[str, tuple[bytes | None, bytes | None]], gold_patch: str) -> dict[str, list[int]]:

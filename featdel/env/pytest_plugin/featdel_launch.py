@@ -28,11 +28,13 @@ import os
 import re
 import sys
 import sysconfig
+import time
 
 # Bound before any code under test runs: a later monkeypatch of these names changes nothing here.
 _dumps, _write, _open, _unlink, _open_file = json.dumps, os.write, os.open, os.unlink, open
 _new_mac, _sha256 = hmac.new, hashlib.sha256
 _getframe = sys._getframe
+_stat, _now_ns = os.stat, time.time_ns
 
 # The audit events that inspect or rewire the running process: a tripwire when code the patch
 # added raises one (sys.audit names them; see docs/grading.md for what it cannot see).
@@ -42,6 +44,7 @@ WATCHED = frozenset({
     "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at", "ctypes.PyObj_FromPtr", "sys.monitoring.register_callback",
     "object.__setattr__", "object.__delattr__", "object.__getattr__", "os.fork", "os.forkpty", "os.kill", "os.killpg",
     "signal.pthread_kill", "sys._clear_type_cache", "os.link", "os.symlink", "code.__new__",
+    "marshal.loads", "marshal.load",
 })
 # Attribute events (object.__setattr__/__getattr__) that matter: frames, code and closures.
 WATCHED_ATTRS = frozenset({"__code__", "tb_frame", "f_back", "gi_frame", "cr_frame", "ag_frame", "f_globals",
@@ -70,9 +73,47 @@ def channel(fd: int, key: bytes):
     return emit
 
 
-def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) -> None:
+class _Every:
+    """The lines of a file written while the run runs: all of them."""
+
+    def __contains__(self, line) -> bool:
+        return True
+
+    def __bool__(self) -> bool:
+        return True
+
+
+def patch_files(added: dict):
+    """`lines_of(name)`: what counts as the patch's lines in the file
+    `name` names, found by the file itself (device and inode) rather than by the name: a module
+    imported through `pkg/./mod.py`, `pkg//mod.py` or `pkg/../pkg/mod.py` (a `__path__` entry
+    built at run time) has a `co_filename` no string lookup finds (an outside red team ran a
+    frame oracle from a file of the patch so named). A file written after the run started (its
+    inode changed after `started`; code cannot set ctime) is the patch's whole: code under test
+    that writes a module and imports it wrote it from its own lines. Everything else: none."""
+    started, ids, none = _now_ns(), {}, frozenset()
+    for path, lines in added.items():
+        try:
+            st = _stat(path)
+        except OSError:
+            continue
+        ids[(st.st_dev, st.st_ino)] = lines
+    every = _Every()
+
+    def lines_of(name):
+        try:
+            st = _stat(name)
+        except (OSError, TypeError, ValueError):
+            return none
+        found = ids.get((st.st_dev, st.st_ino))
+        return found if found is not None else every if st.st_ctime_ns > started else none
+
+    return lines_of
+
+
+def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> None:
     """An audit hook (it cannot be removed) that reports WATCHED events raised from lines the patch
-    added: `added` maps an absolute file path to the set of its added line numbers. Opening one of
+    added: `lines_of(path)` is the set of the patch's line numbers in a file (`patch_files`). Opening one of
     `tests` (the F2P test files) from such a line is one too: an implementation never reads the
     tests, an oracle that copies their expected values does; and so is opening one from any thread
     but the one pytest runs on, whose stack may hold no line of the patch (an outside red team read
@@ -127,6 +168,9 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
                       "where": f"a thread pytest did not start ({me})"})
                 return
             frame = getframe(1)
+            if event.startswith("marshal.") and frame is not None and frame.f_code.co_filename.startswith(
+                    "<frozen importlib"):
+                return  # the import system reads a module's cached code; a patch's own call counts
             if dynamic:
                 # Code built at run time: an import execs a real file's code, a dataclass or
                 # namedtuple compiles in the standard library; only a direct call from built
@@ -147,13 +191,13 @@ def tripwire(emit, added: dict, roots: tuple, tests: frozenset = frozenset()) ->
             while frame is not None:
                 name = frame.f_code.co_filename
                 if not (name.startswith(stdlib) or not is_file(name)):
-                    if not reads_tests or frame.f_lineno in added.get(name, ()):
+                    if not reads_tests or frame.f_lineno in lines_of(name):
                         break
                 frame = frame.f_back
             if frame is None:
                 return
             path, line = frame.f_code.co_filename, frame.f_lineno
-            if line in added.get(path, ()) and (event, path, line) not in sent:
+            if line in lines_of(path) and (event, path, line) not in sent:
                 sent.add((event, path, line))
                 what = (args[1] if event.startswith("object.") else "" if dynamic
                         else str(args[0])[:100] if args else "")
@@ -211,8 +255,9 @@ def main() -> int:
     emit = channel(fd, bytes.fromhex(spec.get("key", "00")))
     cwd = os.getcwd()
     added = {os.path.join(cwd, rel): frozenset(lines) for rel, lines in spec.get("added", {}).items()}
+    lines_of = patch_files(added) if added else None
     if added:
-        tripwire(emit, added, (cwd,), frozenset(os.path.join(cwd, rel) for rel in spec.get("watch", [])))
+        tripwire(emit, lines_of, (cwd,), frozenset(os.path.join(cwd, rel) for rel in spec.get("watch", [])))
 
     import featdel_report  # sys.path[0] is this file's read-only directory
     import pytest
@@ -225,7 +270,7 @@ def main() -> int:
     plugins = env_plugins(set(re.findall(r"no:([\w.-]+)", said)))
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     plugin = featdel_report.build(emit, expect_config=spec.get("config"),
-                                  env_plugins=plugins, changed_files=added,
+                                  env_plugins=plugins, changed_files=lines_of or (lambda name: ()),
                                   watch_files=[os.path.join(cwd, rel) for rel in spec.get("watch", [])],
                                   run_only=spec.get("run_only"))
     # From here on the tree is where `python -m pytest` would put it: first on sys.path.

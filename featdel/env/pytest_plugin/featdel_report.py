@@ -34,7 +34,9 @@ def warm() -> None:
 def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_files=(), run_only=None,
           _warm=False):
     """The plugin object for one run (see the module docstring). `changed_files`: the
-    absolute paths the patch changed (a plugin module among them is tampering). `watch_files`:
+    absolute paths the patch changed, or a function of a path that is true for those (the
+    launcher's `patch_files`, which knows a file by its inode, not its name); a plugin module
+    among them is tampering. `watch_files`:
     test files whose collected functions must still hold their assertions. `run_only`: node ids;
     every test is collected (the `collected` record's `found` lists them all) and only these
     run, the others deselected (verification's build check and first run in one start). Everything the
@@ -275,7 +277,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
     def _plugin_names(config) -> set:
         return {name for name, _ in config.pluginmanager.list_name_plugin()}
 
-    def _new_plugins(config, known: set, changed_files: frozenset) -> list:
+    def _new_plugins(config, known: set, changed_files) -> list:
         """Plugins registered since the first conftest was imported that come from a file the patch
         changed, or (objects) whose class is defined in one. Every conftest.py is the task's, and
         the modules its `pytest_plugins` names load as the task says unless the patch changed them."""
@@ -284,13 +286,13 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
             if name in known or plugin is None:
                 continue
             if type(plugin).__name__ == "module":
-                if (getattr(plugin, "__file__", "") or "") in changed_files:
+                if changed_files(getattr(plugin, "__file__", "") or ""):
                     out.append(name)
                 continue
             # an object: judged by where its hook functions' code lives, not by the module its
             # class claims (`__module__` is a plain attribute)
             files = {_code_file(getattr(plugin, attr, None)) for attr in dir(plugin) if attr.startswith("pytest_")}
-            bad = sorted(f for f in files if f is not None and (f in changed_files or not os.path.isfile(f)))
+            bad = sorted(f for f in files if f is not None and (changed_files(f) or not os.path.isfile(f)))
             if bad:
                 out.append(f"{name} (hooks in {bad[0]})")
         return out
@@ -418,7 +420,8 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
 
     Skipped, XFailed = pytest.skip.Exception, pytest.xfail.Exception
     plain_runtest = Function.runtest  # items whose runtest is this call pytest_pyfunc_call
-    changed_files = frozenset(changed_files)
+    if not callable(changed_files):
+        changed_files = frozenset(changed_files).__contains__
     try:
         from _pytest.skipping import xfailed_key
     except ImportError:
@@ -554,7 +557,7 @@ def build(emit, *, expect_config=None, env_plugins=(), changed_files=(), watch_f
         # hook implementations added since the first conftest must come from a real file the
         # patch did not change (a conftest is the task's; code built at run time is not a file)
         for impl, path in _impl_files(session.config).items():
-            if impl not in state["early_impls"] and (path is None or path in changed_files or not os.path.isfile(path)):
+            if impl not in state["early_impls"] and (path is None or changed_files(path) or not os.path.isfile(path)):
                 trip("hook-added", f"{impl} ({path})")
         for item in session.items:
             obj = state["objs"].get(item.nodeid, (None, None))[0]
