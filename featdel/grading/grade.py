@@ -342,12 +342,14 @@ def _clear(tmp: Path) -> None:
 
 
 def added_lines(texts: dict[str, tuple[bytes | None, bytes | None]], gold_patch: str) -> dict[str, list[int]]:
-    """path -> the line numbers of the lines a patch adds to each carried Python file, less lines
-    the start state or the gold patch holds (the tripwire's attribution, as the scan's)."""
+    """path -> the line numbers of the lines a patch adds to each carried file, less lines the
+    start state or the gold patch holds (the tripwire's attribution, as the scan's). Every file,
+    not only `.py` ones: code compiled from a data file runs under that file's name (an outside
+    red team's oracle sat in a `.txt`, compiled by `py_compile`)."""
     gold = {ln[1:].strip() for ln in gold_patch.splitlines() if ln.startswith("+") and not ln.startswith("+++")}
     out = {}
     for rel, (old, new) in texts.items():
-        if new is None or not rel.endswith(".py"):
+        if new is None:
             continue
         old_lines = (old or b"").decode("utf-8", "replace").splitlines()
         new_lines = new.decode("utf-8", "replace").splitlines()

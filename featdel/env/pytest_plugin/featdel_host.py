@@ -61,7 +61,7 @@ def source_lines(data: bytes) -> list:
 
 
 def added_lines(testbed: str, gitdir: str, start: dict) -> tuple:
-    """({relative path: [line numbers]} for the lines of `.py` files, symlinks included, that differ
+    """({relative path: [line numbers]} for the lines of files, symlinks included, that differ
     from the start state (`start`: relative path -> blob id; a file the start state lacks, or whose
     blob is gone, counts whole), the compiled files in the tree)."""
     out, compiled = {}, []
@@ -81,8 +81,6 @@ def added_lines(testbed: str, gitdir: str, start: dict) -> tuple:
             rel = os.path.relpath(path, testbed)
             if name.endswith(COMPILED):
                 compiled.append(rel)
-                continue
-            if not name.endswith(".py"):
                 continue
             try:
                 with open(path, "rb") as fh:

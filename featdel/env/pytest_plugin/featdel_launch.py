@@ -132,6 +132,38 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
             files[name] = not name.startswith("<") and isfile(name)
         return files[name]
 
+    code_type, mine = type(getframe(0).f_code), {}
+
+    def mark(code) -> None:
+        """`code`, and the functions and classes defined in it, are the patch's: built at run
+        time by a standard-library gadget (`timeit.Timer`, a namedtuple, `eval`) that a line of
+        the patch called. Kept (not only their ids) so no later object takes an id."""
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            if type(c) is code_type and id(c) not in mine:
+                mine[id(c)] = c
+                stack.extend(c.co_consts)
+
+    def first(frame, reads_tests=False):
+        """(the frame that asked, built): the first frame, going down the stack, of a real file
+        outside the standard library (for `reads_tests`, the first that is a line of the patch)
+        or of code the patch built (`mark`), or None; `built` if it passed code built at run time
+        (a name that is not a real file, the import system's frozen modules aside)."""
+        built = False
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not name.startswith(stdlib):
+                if is_file(name):
+                    if not reads_tests or frame.f_lineno in lines_of(name):
+                        return frame, built
+                elif id(frame.f_code) in mine:
+                    return frame, True
+                elif not name.startswith("<frozen "):
+                    built = True
+            frame = frame.f_back
+        return None, built
+
     def own_source(name: str, source) -> bool:
         """Is `source` the text of the file `name`, as an import compiles it? Code compiled
         from anything else under a real file's name (a syntax tree too) is code built at run
@@ -153,7 +185,12 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
         if me in busy:
             return
         dynamic = event in ("exec", "compile")
-        if not dynamic and event not in watched and not (
+        # What the import system reads besides source: compiled code, or an archive zipimport
+        # opens (its frozen modules ask; a `.py` it reads is attributed by its own name).
+        compiled = event == "open" and args and isinstance(args[0], (str, bytes)) and (
+            str(args[0]).endswith((".pyc", ".pyo")) or (not str(args[0]).endswith(".py") and (
+                getframe(1).f_code.co_filename.startswith("<frozen "))))
+        if not dynamic and not compiled and event not in watched and not (
                 event in ("open", "os.listdir", "os.scandir") and args and isinstance(args[0], (str, bytes))
                 and (str(args[0]).startswith("/proc") or (event == "open" and tests and _in(args[0], tests)))):
             return
@@ -166,6 +203,17 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
                 sent.add(("open-thread", str(args[0])))
                 emit({"kind": "trip", "rule": "audit", "event": event, "what": str(args[0])[:100],
                       "where": f"a thread pytest did not start ({me})"})
+                return
+            if compiled:
+                # Runs write no bytecode (PYTHONDONTWRITEBYTECODE): compiled code the patch wrote,
+                # or wrote during the run, holds code objects that may name any file (an outside
+                # red team's frame oracle ran from a `.pyc` named for an unchanged file); so may
+                # an archive's.
+                path = str(args[0])
+                if lines_of(path) and ("compiled", path) not in sent:
+                    sent.add(("compiled", path))
+                    emit({"kind": "trip", "rule": "audit", "event": event, "what": path[-100:],
+                          "where": "compiled code or an archive the patch or the run wrote, read by the import system"})
                 return
             frame = getframe(1)
             if event.startswith("marshal.") and frame is not None and frame.f_code.co_filename.startswith(
@@ -183,21 +231,34 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
                     if event == "exec" or own_source(name, args[0]):
                         return  # a real file's code: an import (its compile was checked)
                 elif frame.f_code.co_filename.startswith((stdlib, "<frozen importlib")):
-                    return  # the standard library or the import system builds it (frozen modules)
+                    # The standard library or the import system builds it (frozen modules): its
+                    # code is the patch's when a line of the patch, or no file at all, is below.
+                    if event == "exec" and frame.f_code.co_filename.startswith(stdlib):
+                        asked, _ = first(frame)
+                        if asked is None or id(asked.f_code) in mine or asked.f_lineno in lines_of(
+                                asked.f_code.co_filename):
+                            mark(args[0])
+                    return
             # Skip the standard library (inspect.currentframe, gc wrappers) and code built at run
             # time (compiled under any name that is not a real file): the first frame of a real
             # file asked. Opening a test file counts from an added line anywhere on the stack
             # (an oracle may read the tests through a site-packages helper).
-            while frame is not None:
-                name = frame.f_code.co_filename
-                if not (name.startswith(stdlib) or not is_file(name)):
-                    if not reads_tests or frame.f_lineno in lines_of(name):
-                        break
-                frame = frame.f_back
+            # A stack with no real file on it but the standard library's (a thread's target, a
+            # callback) is the patch's when it builds code or runs code built at run time: an
+            # outside red team compiled an oracle in `py_compile` on a thread of its own.
+            frame, built = first(frame, reads_tests)
             if frame is None:
+                if (dynamic or built or event.startswith("marshal.")) and not reads_tests and (event, me) not in sent:
+                    sent.add((event, me))
+                    emit({"kind": "trip", "rule": "audit", "event": event, "what": "",
+                          "where": "code built at run time, with no file of the tree below it on its stack"})
                 return
             path, line = frame.f_code.co_filename, frame.f_lineno
-            if line in lines_of(path) and (event, path, line) not in sent:
+            if id(frame.f_code) in mine and (event, path, line) not in sent:
+                sent.add((event, path, line))
+                emit({"kind": "trip", "rule": "audit", "event": event, "what": "",
+                      "where": f"{path[:80]}:{line}, code a line of the patch built at run time"})
+            elif line in lines_of(path) and (event, path, line) not in sent:
                 sent.add((event, path, line))
                 what = (args[1] if event.startswith("object.") else "" if dynamic
                         else str(args[0])[:100] if args else "")
