@@ -50,6 +50,18 @@ WATCHED = frozenset({
 WATCHED_ATTRS = frozenset({"__code__", "tb_frame", "f_back", "gi_frame", "cr_frame", "ag_frame", "f_globals",
                            "f_locals", "f_builtins", "__globals__", "gi_code", "cr_code", "f_code", "__closure__"})
 
+# Standard-library functions that read a frame or a code object for their own use and hand none of
+# it back (the caller's module name, file and line, a function's parameters, a traceback's text):
+# an implementation's logging call, namedtuple, Enum or signature raises these through them, and
+# they are not the patch's frame access (grading honest implementations found each).
+BENIGN = frozenset({
+    ("collections/__init__.py", "namedtuple"), ("typing.py", "_caller"), ("enum.py", "_create_"),
+    ("logging/__init__.py", "<lambda>"), ("logging/__init__.py", "findCaller"),
+    ("logging/__init__.py", "_is_internal_frame"), ("inspect.py", "_signature_from_function"),
+    ("inspect.py", "_has_code_flag"), ("asyncio/coroutines.py", "_format_coroutine"),
+    ("traceback.py", "_walk_tb_with_full_positions"),
+})
+
 
 def channel(fd: int, key: bytes):
     """`emit(record)`: signed, numbered records to the host. Everything it uses is bound here, so
@@ -164,6 +176,25 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
             frame = frame.f_back
         return None, built
 
+    def benign(frame) -> bool:
+        """Did the standard library raise this event for its own use (BENIGN; a traceback's text
+        without its locals; a standard-library module's import, every frame up to the import
+        system the standard library's)?"""
+        name = frame.f_code.co_filename
+        if not name.startswith(stdlib):
+            return False
+        key = (name[len(stdlib):], frame.f_code.co_name)
+        if key in BENIGN:
+            return True
+        caller = frame.f_back
+        if key == ("traceback.py", "_extract_from_extended_frame_gen"):
+            return (caller is not None and caller.f_code.co_filename == name and caller.f_code.co_name == "__init__"
+                    and not frame.f_locals.get("capture_locals"))
+        while caller is not None and caller.f_code.co_filename.startswith(stdlib):
+            frame, caller = caller, caller.f_back
+        return (caller is not None and caller.f_code.co_filename.startswith("<frozen importlib")
+                and frame.f_code.co_name == "<module>")
+
     def own_source(name: str, source) -> bool:
         """Is `source` the text of the file `name`, as an import compiles it? Code compiled
         from anything else under a real file's name (a syntax tree too) is code built at run
@@ -246,6 +277,8 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
             # A stack with no real file on it but the standard library's (a thread's target, a
             # callback) is the patch's when it builds code or runs code built at run time: an
             # outside red team compiled an oracle in `py_compile` on a thread of its own.
+            if not dynamic and not reads_tests and frame is not None and benign(frame):
+                return
             frame, built = first(frame, reads_tests)
             if frame is None:
                 if (dynamic or built or event.startswith("marshal.")) and not reads_tests and (event, me) not in sent:
