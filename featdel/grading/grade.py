@@ -30,6 +30,7 @@ import json
 import os
 import secrets
 import shutil
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -148,7 +149,8 @@ def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Pat
     except UnicodeEncodeError as exc:  # a lone surrogate from JSON: no diff is made of that
         return GradeResult(instance_id=task.instance_id, status=GradeStatus.PATCH_FAILED, reward=0.0,
                            model_name_or_path=model, reason=f"the patch is not valid Unicode text: {exc}")
-    with tempfile.TemporaryDirectory(prefix="featdel-grade-") as tmp:
+    tmp = tempfile.mkdtemp(prefix="featdel-grade-")
+    try:
         try:
             result, output = _grade(task, patch, backend, Path(tmp), allow_suspect, runner, held_out, bytecode,
                                     tracebacks)
@@ -161,6 +163,8 @@ def grade(task: GradeTask, patch: str, backend, *, model: str = "", out_dir: Pat
             _grade(task, "", backend, Path(tmp) / "unpatched", False, runner, False)
             result, output = GradeResult(instance_id=task.instance_id, status=GradeStatus.UNRESOLVED, reward=0.0,
                                          reason=f"grading this patch failed: {type(exc).__name__}: {str(exc)[:200]}"), {}
+    finally:
+        _remove(Path(tmp))
     result = dataclasses.replace(result, model_name_or_path=model, seconds=round(time.monotonic() - started, 3))
     if out_dir is not None:
         _explain(out_dir, patch, result, output)
@@ -325,20 +329,33 @@ def _clear(tmp: Path) -> None:
     alone: a patch that filled the disk from inside its run (an outside red team's
     `posix_fallocate`, then the report channel closed) must fail its own grading, not the
     unpatched run that decides `broken`. Folders the run made unreadable are opened first."""
-    def reopen(func, path, _exc):
+    for child in list(tmp.iterdir()) if tmp.is_dir() else []:
+        _remove(child)
+
+
+def _remove(path: Path) -> None:
+    """Remove `path`, whatever the run left in it: folders it made unreadable are opened, and a
+    tree too deep for `shutil.rmtree`'s recursion (a third outside red team's 4,000 nested folders
+    made grade() raise RecursionError: `broken`) goes to `rm -rf`, which does not recurse."""
+    def reopen(func, name, _exc):
         try:
-            os.chmod(os.path.dirname(path), 0o700)
-            if not os.path.islink(path):
-                os.chmod(path, 0o700)
-            func(path)
+            os.chmod(os.path.dirname(name), 0o700)
+            if not os.path.islink(name):
+                os.chmod(name, 0o700)
+            func(name)
         except OSError:
             pass
 
-    for child in list(tmp.iterdir()) if tmp.is_dir() else []:
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child, onerror=reopen)
-        else:
-            child.unlink(missing_ok=True)
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+        return
+    try:
+        shutil.rmtree(path, onerror=reopen)
+    except RecursionError:
+        pass
+    if os.path.lexists(path):
+        subprocess.run(["chmod", "-R", "u+rwx", str(path)], capture_output=True)
+        subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True)
 
 
 def added_lines(texts: dict[str, tuple[bytes | None, bytes | None]], gold_patch: str) -> dict[str, list[int]]:

@@ -165,14 +165,13 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
         built = False
         while frame is not None:
             name = frame.f_code.co_filename
-            if not name.startswith(stdlib):
-                if is_file(name):
-                    if not reads_tests or frame.f_lineno in lines_of(name):
-                        return frame, built
-                elif id(frame.f_code) in mine:
-                    return frame, True
-                elif not name.startswith("<frozen "):
-                    built = True
+            if id(frame.f_code) in mine:
+                return frame, True  # whatever name it was given (a third red team's: one in the stdlib's folder)
+            if is_file(name):
+                if not name.startswith(stdlib) and (not reads_tests or frame.f_lineno in lines_of(name)):
+                    return frame, built
+            elif not name.startswith("<frozen "):
+                built = True  # a name that is no file: code built at run time, in whatever folder it claims
             frame = frame.f_back
         return None, built
 
@@ -181,7 +180,7 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
         without its locals; a standard-library module's import, every frame up to the import
         system the standard library's)?"""
         name = frame.f_code.co_filename
-        if not name.startswith(stdlib):
+        if not name.startswith(stdlib) or not is_file(name) or id(frame.f_code) in mine:
             return False
         key = (name[len(stdlib):], frame.f_code.co_name)
         if key in BENIGN:
@@ -190,7 +189,8 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
         if key == ("traceback.py", "_extract_from_extended_frame_gen"):
             return (caller is not None and caller.f_code.co_filename == name and caller.f_code.co_name == "__init__"
                     and not frame.f_locals.get("capture_locals"))
-        while caller is not None and caller.f_code.co_filename.startswith(stdlib):
+        while caller is not None and caller.f_code.co_filename.startswith(stdlib) and is_file(
+                caller.f_code.co_filename) and id(caller.f_code) not in mine:
             frame, caller = caller, caller.f_back
         return (caller is not None and caller.f_code.co_filename.startswith("<frozen importlib")
                 and frame.f_code.co_name == "<module>")
@@ -258,13 +258,15 @@ def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> No
                     args[1] if len(args) > 1 else None)
                 if not isinstance(name, str) or frame is None:
                     return
+                caller = frame.f_code.co_filename
                 if is_file(name):
                     if event == "exec" or own_source(name, args[0]):
                         return  # a real file's code: an import (its compile was checked)
-                elif frame.f_code.co_filename.startswith((stdlib, "<frozen importlib")):
+                elif caller.startswith("<frozen importlib") or (
+                        caller.startswith(stdlib) and is_file(caller) and id(frame.f_code) not in mine):
                     # The standard library or the import system builds it (frozen modules): its
                     # code is the patch's when a line of the patch, or no file at all, is below.
-                    if event == "exec" and frame.f_code.co_filename.startswith(stdlib):
+                    if event == "exec" and caller.startswith(stdlib):
                         asked, _ = first(frame)
                         if asked is None or id(asked.f_code) in mine or asked.f_lineno in lines_of(
                                 asked.f_code.co_filename):
