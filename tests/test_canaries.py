@@ -36,11 +36,12 @@ F2P = ["tests/test_lib.py::test_shout", "tests/test_lib.py::test_in_context[ctx0
        "tests/test_lib.py::TestMore::test_empty"]
 
 
-def _run(tmp_path: Path, lib: str, held: list = ()) -> tuple[list, dict[str, str]]:
+def _run(tmp_path: Path, lib: str, held: list = (), tests: str = TESTS, f2p: list[str] = F2P
+         ) -> tuple[list, dict[str, str]]:
     (tmp_path / "tests").mkdir(parents=True)
     (tmp_path / "lib.py").write_text(lib)
-    (tmp_path / "tests" / "test_lib.py").write_text(TESTS)
-    canaries = plant(tmp_path, F2P, held=held)
+    (tmp_path / "tests" / "test_lib.py").write_text(tests)
+    canaries = plant(tmp_path, f2p, held=held)
     report = tmp_path / "report.jsonl"
     plugin = tmp_path / "outcomes.py"
     plugin.write_text(
@@ -68,6 +69,28 @@ def test_an_honest_run_gets_every_canary_right(tmp_path):
     # the twin of the test whose parameter can be entered once ran with a parameter of its own
     twin = next(c for c in canaries if c.kind == "twin" and c.original == F2P[1])
     assert outcomes[twin.node_id] == "passed"
+
+
+UNITTEST = (
+    "import unittest\nfrom lib import shout\n\n\n"
+    "def test_latest():\n    assert shout('hi') == 'HI!'\n\n\n"
+    "class Conformance(unittest.TestCase):\n    def runTest(self):\n        self.assertEqual(shout('a'), 'A!')\n\n\n"
+    "class Shouting(unittest.TestCase):\n    def testLoudTest(self):\n        self.assertEqual(shout('b'), 'B!')\n"
+)
+UNITTEST_F2P = ["tests/test_lib.py::test_latest", "tests/test_lib.py::Conformance::runTest",
+                "tests/test_lib.py::Shouting::testLoudTest"]
+
+
+def test_every_copy_is_collected_and_runtest_gets_none(tmp_path):
+    """A name that starts and ends with `test` keeps both (`t<hex>_test_latest` matched no `test*`
+    collector, so an honest gold run missed its copies); unittest's `runTest` gets no copy (one
+    beside it is never collected, and a `test*` one would stop the original being collected)."""
+    canaries, outcomes = _run(tmp_path, LIB, tests=UNITTEST, f2p=UNITTEST_F2P)
+    assert all(outcomes.get(t) == "passed" for t in UNITTEST_F2P), outcomes
+    assert not [c for c in canaries if c.original == UNITTEST_F2P[1]]
+    assert {c.original for c in canaries if c.kind == "twin"} == {UNITTEST_F2P[0], UNITTEST_F2P[2]}
+    assert all(c.node_id in outcomes for c in canaries), (canaries, outcomes)
+    assert [c.wrong(outcomes, resolved=True) for c in canaries] == [None] * len(canaries), outcomes
 
 
 def test_results_equal_to_anything_or_every_string_are_caught(tmp_path):

@@ -567,3 +567,44 @@ def test_tests_that_share_a_class_setup_with_a_tied_test_are_selected_with_it(tm
     assert scoped.FAIL_TO_PASS == whole.FAIL_TO_PASS == [f"tests/test_table.py::TestTable::{t}"
                                                          for t in ("test_keys", "test_size", "test_text")]
     assert scoped.PASS_TO_PASS == whole.PASS_TO_PASS
+
+
+# A module only its own test file imports (idna's compat.py): removing it leaves that test module
+# unimportable, while the other tests of the run pass on the start state.
+COMPAT = {
+    "pyproject.toml": ('[project]\nname = "compatlib"\nversion = "0.1"\n'
+                       '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'),
+    "compatlib/__init__.py": "from compatlib.core import encode\n",
+    "compatlib/core.py": "def encode(s):\n    return s.strip().lower().encode('ascii')\n",
+    "compatlib/compat.py": ("from compatlib.core import encode\n\n\n"
+                            "def to_ascii(label):\n    return encode(label) + b'.'\n"),
+    "tests/test_core.py": ("import unittest\n\nimport compatlib\n\n\n"
+                           "def test_encode():\n    assert compatlib.encode(' Ab ') == b'ab'\n\n\n"
+                           "def test_encode_empty():\n    assert compatlib.encode('') == b''\n\n\n"
+                           "class Conformance(unittest.TestCase):\n"
+                           "    def runTest(self):\n        self.assertEqual(compatlib.encode('X'), b'x')\n"),
+    "tests/test_compat.py": ("import compatlib.compat\n\n\n"
+                             "def test_to_ascii():\n    assert compatlib.compat.to_ascii('Ab') == b'ab.'\n\n\n"
+                             "def test_to_ascii_strips():\n    assert compatlib.compat.to_ascii(' c ') == b'c.'\n"),
+}
+
+
+def test_removing_a_module_fails_only_the_tests_that_import_it(tmp_path_factory, featdel_cache, local_backend):
+    """pytest given a node id it cannot collect runs nothing (exit 4): the deleted tree's runs
+    asked for test_compat.py's ids beside the rest, and every test of the run became F2P (idna
+    3.10: 29 tests that pass on the start state, then a `runTest` twin no collector takes made
+    the gold run miss them all). The unimportable module's tests are now left out of those runs."""
+    from featdel.code.trees import extract
+    from featdel.core.records import Candidate
+    from featdel.deletion import delete
+
+    run_dir, record = mine_tiny(tmp_path_factory, "compatlib", COMPAT, local_backend)
+    ctx = RepoContext.load(run_dir, record)
+    original = extract(ctx.snapshot, tmp_path_factory.mktemp("compatlib-orig"))
+    cand = Candidate(repo=record.name, path="compatlib/compat.py", qualname="", kind="file", lines=5,
+                     tests=["tests/test_compat.py::test_to_ascii"])
+    deletion = delete(original, cand, "file", check=lambda edits: True)
+    verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=2, p2p_sample=10))
+    assert verdict.status == VerdictStatus.VERIFIED, verdict.reason
+    assert verdict.FAIL_TO_PASS == ["tests/test_compat.py::test_to_ascii", "tests/test_compat.py::test_to_ascii_strips"]
+    assert {"tests/test_core.py::test_encode", "tests/test_core.py::Conformance::runTest"} <= set(verdict.PASS_TO_PASS)

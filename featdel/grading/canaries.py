@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featdel.code.literals import DECOYS, decoys, perturbed
-from featdel.grading.placing import copy_name, is_literal, locate, node_id, parsed, placed
+from featdel.grading.placing import copy_name, is_literal, locate, node_id, parsed, placed, uncopyable
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,7 +99,8 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
                 continue
             owner, fn, params = found
             source_of_fn = ast.unparse(fn)  # once: each variant parses a copy of it
-            for kind, replace in (("twin", None), ("fresh", _object), ("perturbed", _perturb(token(4)))):
+            kinds = (("twin", None), ("fresh", _object), ("perturbed", _perturb(token(4))))
+            for kind, replace in () if uncopyable(fn.name) else kinds:
                 variant = _variant(source_of_fn, copy_name(fn.name, token(4)), replace)
                 if variant is None:
                     continue
@@ -132,7 +133,7 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
                 first = False
                 a, b = secrets.randbelow(10**6), 10**6 + secrets.randbelow(10**6)
                 for kind, right in (("must_fail", b), ("must_pass", a)):
-                    name = copy_name(fn.name, token(4))
+                    name = copy_name("test" if uncopyable(fn.name) else fn.name, token(4))
                     lines.append(f"def {name}():\n    assert {a} == {right}")
                     out.append(Canary(node_id=f"{rel}::{name}", kind=kind))
         if lines:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from featdel.code.literals import CAPTURED, DECOYS, decoys, perturbed
-from featdel.grading.placing import copy_name, is_literal, locate, node_id, parsed, placed
+from featdel.grading.placing import copy_name, is_literal, locate, node_id, parsed, placed, uncopyable
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -139,7 +139,7 @@ def capture(tree: Path, fail_to_pass: list[str], mounted_at: Path, *, token=secr
             if len(out.by_key) >= CAPTURED:
                 break
             found = locate(module, function)
-            if found is None:
+            if found is None or uncopyable(found[1].name):
                 continue
             owner, fn, _ = found
             choices = [(i, j, node) for i, stmt in enumerate(fn.body) if (sides := assertion(stmt)) is not None

@@ -36,7 +36,18 @@ def placed(text: str, name: str, owner: list[str], token) -> list[str]:
 
 
 def copy_name(original: str, tok: str) -> str:
+    """A copy's name that pytest collects wherever it collects `original`: it keeps a `test`
+    prefix (pytest's default, unittest's loader) and a `test` suffix (a `*_test` config) alike,
+    so `test_latest` becomes `test_tTOK_latest`, not a name no collector takes."""
+    if original.startswith("test"):
+        return f"test_t{tok}_{original[4:]}"
     return f"t{tok}_{original}" if original.lower().endswith("test") else f"{original}_t{tok}"
+
+
+def uncopyable(name: str) -> bool:
+    """unittest's `runTest` is collected only from a class with no `test*` method: no copy of it
+    beside it is ever collected, and a `test*` copy would stop the original being collected."""
+    return name == "runTest"
 
 
 def node_id(rel: str, owner: list[str], name: str, params: str) -> str:

@@ -115,6 +115,13 @@ class Work:
         return self.opts.run_timeout(self.ctx)
 
     def run(self, tree: Path, tests: list[str]) -> SuiteRun:
+        """A run of `tests` in the deleted tree `tree`. The tests of a module the deletion leaves
+        unimportable are not asked for: pytest given a node id it cannot collect runs nothing at
+        all (exit 4), which made every test of the run look failing (idna's `compat.py`: 29 tests
+        that pass on the start state became F2P). Left out, they count as missing: failing."""
+        tests = [t for t in tests if t.split("::")[0] not in self.unimportable]
+        if not tests:
+            return SuiteRun(outcomes={}, durations={}, collected=[], collect_errors=[], exit_code=0, seconds=0.0)
         run = self.runner.run_suite(RunOptions(tests=tests, timeout_s=self.timeout(),
                                                extra_args=_continue(self.ctx, self.opts)), tree=tree)
         self.spent.append(run.seconds)
