@@ -25,6 +25,18 @@ from featdel.pipeline.package import package
 from featdel.pipeline.verify import VerifyOptions, verify_all, verify_one
 from tests.conftest import TINY_LIB, assert_tasks_round_trip, delete_and_verify, mine_tiny
 
+
+def _deleted(ctx: RepoContext, root: Path, path: str, qualname: str, lines: int, tests: list[str], *,
+             kind: str = "function", strategy: str = "body") -> Deletion:
+    """One candidate of `ctx`'s repository, deleted by `strategy` from its original extracted at `root`."""
+    from featdel.code.trees import extract
+    from featdel.core.records import Candidate
+    from featdel.deletion import delete
+
+    original = extract(ctx.snapshot, root)
+    cand = Candidate(repo=ctx.record.name, path=path, qualname=qualname, kind=kind, lines=lines, tests=tests)
+    return delete(original, cand, strategy, check=lambda edits: True)
+
 # A test that skips when the feature is missing: deleting `whisper` must not count it as F2P.
 SKIPPING = {
     **TINY_LIB,
@@ -68,17 +80,11 @@ def test_skipped_test_is_not_a_failure(run, local_backend, tmp_path):
     run_dir, verdicts = run
     for v in verdicts:
         assert "tests/test_skip.py::test_whisper_or_skip" not in v.FAIL_TO_PASS
-    from featdel.code.trees import extract
-    from featdel.core.records import Candidate
     from featdel.core.rundir import RunDir
-    from featdel.deletion import delete
 
-    record = RunDir(run_dir).mined()[0]
-    ctx = RepoContext.load(run_dir, record)
-    original = extract(ctx.snapshot, tmp_path / "orig")
+    ctx = RepoContext.load(run_dir, RunDir(run_dir).mined()[0])
     tests = ["tests/test_skip.py::test_whisper_or_skip", "tests/test_text.py::test_whisper"]
-    cand = Candidate(repo=record.name, path="tinylib/text.py", qualname="whisper", kind="function", lines=2, tests=tests)
-    deletion = delete(original, cand, "body", check=lambda edits: True)
+    deletion = _deleted(ctx, tmp_path / "orig", "tinylib/text.py", "whisper", 2, tests)
     verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
     assert verdict.status == VerdictStatus.VERIFIED, verdict
     assert verdict.FAIL_TO_PASS == ["tests/test_text.py::test_whisper"]
@@ -265,17 +271,11 @@ def test_evaluate_gold_resolves_empty_does_not_and_bad_lines_are_recorded(run, l
 
 def test_a_task_a_trivial_body_solves_is_rejected_at_stub(run, local_backend, tmp_path):
     run_dir, _ = run
-    from featdel.code.trees import extract
-    from featdel.core.records import Candidate, VerdictStatus
     from featdel.core.rundir import RunDir
-    from featdel.deletion import delete
 
-    record = RunDir(run_dir).mined()[0]
-    ctx = RepoContext.load(run_dir, record)
-    original = extract(ctx.snapshot, tmp_path / "orig")
-    cand = Candidate(repo=record.name, path="tinylib/box.py", qualname="clear", kind="function", lines=4,
-                     tests=["tests/test_box.py::test_clear_returns_none"])
-    deletion = delete(original, cand, "body", check=lambda edits: True)
+    ctx = RepoContext.load(run_dir, RunDir(run_dir).mined()[0])
+    deletion = _deleted(ctx, tmp_path / "orig", "tinylib/box.py", "clear", 4,
+                        ["tests/test_box.py::test_clear_returns_none"])
     verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
     assert (verdict.status, verdict.stage) == (VerdictStatus.REJECTED, "stub"), verdict
 
@@ -284,18 +284,11 @@ def test_a_test_bound_to_its_own_name_leaves_f2p_instead_of_failing_gold(run, lo
     """Its twin (featdel.grading.canaries) fails under gold, which made every deletion of `shout`
     `gold.unresolved` (suspect); the test leaves F2P, the others stay, and the task verifies."""
     run_dir, _ = run
-    from featdel.code.trees import extract
-    from featdel.core.records import Candidate, VerdictStatus
     from featdel.core.rundir import RunDir
-    from featdel.deletion import delete
 
-    record = RunDir(run_dir).mined()[0]
-    ctx = RepoContext.load(run_dir, record)
-    original = extract(ctx.snapshot, tmp_path / "orig")
+    ctx = RepoContext.load(run_dir, RunDir(run_dir).mined()[0])
     bound, plain = "tests/test_own_name.py::test_shout_by_name", "tests/test_text.py::test_shout"
-    cand = Candidate(repo=record.name, path="tinylib/text.py", qualname="shout", kind="function", lines=3,
-                     tests=[plain, bound])
-    deletion = delete(original, cand, "body", check=lambda edits: True)
+    deletion = _deleted(ctx, tmp_path / "orig", "tinylib/text.py", "shout", 3, [plain, bound])
     verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=1))
     assert verdict.status == VerdictStatus.VERIFIED, verdict
     assert plain in verdict.FAIL_TO_PASS and bound not in verdict.FAIL_TO_PASS + verdict.PASS_TO_PASS
@@ -491,18 +484,11 @@ def test_a_p2p_test_that_fails_only_in_a_subset_order_does_not_reject_the_gold_p
     """The change-scoped gold run (no sample) takes test_a.py and test_c.py, not test_b.py, so
     test_is_plain fails there; the whole suite, which a learner is graded on, passes. The gold
     run is taken again over the whole P2P, and the verdict is that of whole-suite verification."""
-    from featdel.code.trees import extract
-    from featdel.core.records import Candidate
     from featdel.pipeline import gates
 
-    run_dir, record = mine_tiny(tmp_path_factory, "orderlib", ORDERED, local_backend)
-    ctx = RepoContext.load(run_dir, record)
-    from featdel.deletion import delete
-
-    original = extract(ctx.snapshot, tmp_path_factory.mktemp("orderlib-orig"))
-    cand = Candidate(repo=record.name, path="orderlib/core.py", qualname="digit_score", kind="function", lines=4,
-                     tests=["tests/test_a.py::test_digit_score"])
-    deletion = delete(original, cand, "body", check=lambda edits: True)
+    ctx = RepoContext.load(*mine_tiny(tmp_path_factory, "orderlib", ORDERED, local_backend))
+    deletion = _deleted(ctx, tmp_path_factory.mktemp("orderlib-orig"), "orderlib/core.py", "digit_score", 4,
+                        ["tests/test_a.py::test_digit_score"])
     scopes: list[tuple[str, ...] | None] = []
     real = gates.grade
 
@@ -547,20 +533,13 @@ def test_tests_that_share_a_class_setup_with_a_tied_test_are_selected_with_it(tm
     """The coverage map says which tests reached the code in their setup phase; their files'
     tests join the selection, so change-scoped and whole-suite verification agree on F2P (before,
     change-scoped F2P held test_size alone and P2P the two tests the start state fails)."""
-    from featdel.code.trees import extract
-    from featdel.core.records import Candidate
-    from featdel.deletion import delete
-
-    run_dir, record = mine_tiny(tmp_path_factory, "setuplib", SHARED, local_backend)
-    ctx = RepoContext.load(run_dir, record)
+    ctx = RepoContext.load(*mine_tiny(tmp_path_factory, "setuplib", SHARED, local_backend))
     [table] = [s for s in ctx.cmap.symbols if s.qualname == "squares_table"]
     assert (table.tests, table.in_setup) == (["tests/test_table.py::TestTable::test_size"],) * 2
     [halve] = [s for s in ctx.cmap.symbols if s.qualname == "halve"]
     assert len(halve.tests) == 2 and halve.in_setup == []  # reached in the test's call, not its setup
-    original = extract(ctx.snapshot, tmp_path_factory.mktemp("setuplib-orig"))
-    cand = Candidate(repo=record.name, path="setuplib/core.py", qualname="squares_table", kind="function", lines=4,
-                     tests=table.tests)
-    deletion = delete(original, cand, "body", check=lambda edits: True)
+    deletion = _deleted(ctx, tmp_path_factory.mktemp("setuplib-orig"), "setuplib/core.py", "squares_table", 4,
+                        table.tests)
     scoped = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=2, p2p_sample=0))
     whole = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=2, full_suite=True))
     assert scoped.status == whole.status == VerdictStatus.VERIFIED, (scoped, whole)
@@ -594,16 +573,9 @@ def test_removing_a_module_fails_only_the_tests_that_import_it(tmp_path_factory,
     asked for test_compat.py's ids beside the rest, and every test of the run became F2P (idna
     3.10: 29 tests that pass on the start state, then a `runTest` twin no collector takes made
     the gold run miss them all). The unimportable module's tests are now left out of those runs."""
-    from featdel.code.trees import extract
-    from featdel.core.records import Candidate
-    from featdel.deletion import delete
-
-    run_dir, record = mine_tiny(tmp_path_factory, "compatlib", COMPAT, local_backend)
-    ctx = RepoContext.load(run_dir, record)
-    original = extract(ctx.snapshot, tmp_path_factory.mktemp("compatlib-orig"))
-    cand = Candidate(repo=record.name, path="compatlib/compat.py", qualname="", kind="file", lines=5,
-                     tests=["tests/test_compat.py::test_to_ascii"])
-    deletion = delete(original, cand, "file", check=lambda edits: True)
+    ctx = RepoContext.load(*mine_tiny(tmp_path_factory, "compatlib", COMPAT, local_backend))
+    deletion = _deleted(ctx, tmp_path_factory.mktemp("compatlib-orig"), "compatlib/compat.py", "", 5,
+                        ["tests/test_compat.py::test_to_ascii"], kind="file", strategy="file")
     verdict = verify_one(ctx, deletion, local_backend, VerifyOptions(reruns=2, p2p_sample=10))
     assert verdict.status == VerdictStatus.VERIFIED, verdict.reason
     assert verdict.FAIL_TO_PASS == ["tests/test_compat.py::test_to_ascii", "tests/test_compat.py::test_to_ascii_strips"]

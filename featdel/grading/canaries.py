@@ -99,8 +99,9 @@ def plant(tree: Path, fail_to_pass: list[str], *, token=secrets.token_hex, langu
                 continue
             owner, fn, params = found
             source_of_fn = ast.unparse(fn)  # once: each variant parses a copy of it
-            kinds = (("twin", None), ("fresh", _object), ("perturbed", _perturb(token(4))))
-            for kind, replace in () if uncopyable(fn.name) else kinds:
+            kinds = () if uncopyable(fn.name) else (
+                ("twin", None), ("fresh", _object), ("perturbed", _perturb(token(4))))
+            for kind, replace in kinds:
                 variant = _variant(source_of_fn, copy_name(fn.name, token(4)), replace)
                 if variant is None:
                     continue
