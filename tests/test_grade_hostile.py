@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import os
 import shutil
 import subprocess
 import tempfile
@@ -1145,6 +1146,37 @@ def test_an_honest_implementation_using_the_standard_library_s_frame_reads_resol
                                                                                        name):
     patch = _patch(task, {"hostlib/text.py": HONEST[name] + WHISPER}, tmp_path)
     result = grade(task, patch, local_backend)
+    assert result.status == GradeStatus.RESOLVED and result.reward == 1.0, (result.reason, result.findings[:3])
+
+
+def test_files_the_run_cannot_write_are_not_the_patch_s_when_their_inode_changes(task, local_backend, tmp_path):
+    """Another environment installed from the same cache (uv hard-links its files) changes the
+    ctime of pytest's own files while a run goes on; the rule that a file written during the run
+    is the patch's whole counted them, and an honest patch came back `suspect` (`plugin-added:
+    session (hooks in .../_pytest/logging.py)`, under two test workers). Only a file on a
+    filesystem the run can write can have been written by it."""
+    import threading
+
+    from featdel.env.tools import site_packages
+
+    patch = _patch(task, {"hostlib/text.py": HONEST["asyncio"] + WHISPER}, tmp_path)
+    files = [f for sp in site_packages(task.env.venv) for f in sorted((sp / "_pytest").rglob("*.py"))]
+    done = threading.Event()
+
+    def relink():  # what a second install from the same cache does to these inodes
+        while not done.is_set():
+            for f in files:
+                os.link(f, tmp_path / "link")
+                os.unlink(tmp_path / "link")
+            done.wait(0.02)
+
+    worker = threading.Thread(target=relink)
+    worker.start()
+    try:
+        result = grade(task, patch, local_backend)
+    finally:
+        done.set()
+        worker.join()
     assert result.status == GradeStatus.RESOLVED and result.reward == 1.0, (result.reason, result.findings[:3])
 
 

@@ -34,7 +34,7 @@ import time
 _dumps, _write, _open, _unlink, _open_file = json.dumps, os.write, os.open, os.unlink, open
 _new_mac, _sha256 = hmac.new, hashlib.sha256
 _getframe = sys._getframe
-_stat, _now_ns = os.stat, time.time_ns
+_stat, _statvfs, _now_ns = os.stat, os.statvfs, time.time_ns
 
 # The audit events that inspect or rewire the running process: a tripwire when code the patch
 # added raises one (sys.audit names them; see docs/grading.md for what it cannot see).
@@ -101,8 +101,11 @@ def patch_files(added: dict):
     imported through `pkg/./mod.py`, `pkg//mod.py` or `pkg/../pkg/mod.py` (a `__path__` entry
     built at run time) has a `co_filename` no string lookup finds (an outside red team ran a
     frame oracle from a file of the patch so named). A file written after the run started (its
-    inode changed after `started`; code cannot set ctime) is the patch's whole: code under test
-    that writes a module and imports it wrote it from its own lines. Everything else: none."""
+    inode changed after `started`; code cannot set ctime) on a filesystem the run can write is the
+    patch's whole: code under test that writes a module and imports it wrote it from its own
+    lines. A read-only mount's file (the environment, the standard library) cannot have been
+    written by the run, though its ctime moves whenever the host links it again (uv installing
+    another environment from the same cache). Everything else: none."""
     started, ids, none = _now_ns(), {}, frozenset()
     for path, lines in added.items():
         try:
@@ -118,9 +121,20 @@ def patch_files(added: dict):
         except (OSError, TypeError, ValueError):
             return none
         found = ids.get((st.st_dev, st.st_ino))
-        return found if found is not None else every if st.st_ctime_ns > started else none
+        if found is not None:
+            return found
+        return every if st.st_ctime_ns > started and _writable(name) else none
 
     return lines_of
+
+
+def _writable(name) -> bool:
+    """Whether the filesystem that holds `name` is mounted writable (a sandbox mounts all but the
+    tree and its scratch space read-only)."""
+    try:
+        return not _statvfs(name).f_flag & os.ST_RDONLY
+    except (OSError, TypeError, ValueError):
+        return True
 
 
 def tripwire(emit, lines_of, roots: tuple, tests: frozenset = frozenset()) -> None:
