@@ -287,8 +287,12 @@ def test_a_js_env_built_only_locally_is_refused_in_one_line_by_docker_grading(mo
 
 # Answers to exactly the visible F2P tests of tests/js_projects.py's TypeScript project, each in
 # place of the deleted function's body: no forgery, no tampering, no feature.
+# Off the table, NaN: a decoy of a small answer (featdel.code.literals.decoys, drawn at random
+# within 98 of it) can be 0, and a table answering 0 then passed that perturbed copy (`suspect`,
+# not `unresolved`) in a CI run of 2026-12-06. No decoy is NaN, and no string decoy has the
+# input's length.
 TABLES = {"shout": "return s === 'hi' ? 'HI!' : s;", "whisper": "return s === 'HI' ? 'hi...' : s;",
-          "mean": "return xs.join() === '1,2,6' ? 3 : 0;", "spread": "return xs.join() === '4,1,9' ? 8 : 0;"}
+          "mean": "return xs.join() === '1,2,6' ? 3 : NaN;", "spread": "return xs.join() === '4,1,9' ? 8 : NaN;"}
 
 
 def test_a_table_of_the_visible_answers_fails_the_held_out_variants(ts_run, backend, tmp_path):
